@@ -1,0 +1,55 @@
+"""Named SQL statements loaded from ``.sql`` files (procrastinate's ``queries.sql`` shape).
+
+A file is a sequence of blocks, each opened by a ``-- name: <name>`` line and holding one
+statement. Blocks named ``schema.*`` form the schema, applied in file order; blocks named
+``fragment.*`` are pieces of SQL that other blocks include as ``{{fragment.name}}``.
+Whole-line comments are dropped (they document the file, not the request); so is the
+trailing ``;``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from transports.db import Params, Statement
+
+_NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"\{\{(fragment\.[\w.]+)\}\}")
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The statements of one ``.sql`` file, by name."""
+
+    prefix: str
+    queries: dict[str, str]
+
+    def __call__(self, name: str, params: Params = ()) -> Statement:
+        return Statement(f"{self.prefix}.{name}", self.queries[name], params)
+
+    def explain(self, name: str, params: Params = ()) -> Statement:
+        """``EXPLAIN QUERY PLAN`` of a statement, to check which indexes it uses."""
+        return Statement(
+            f"{self.prefix}.{name}.plan", "EXPLAIN QUERY PLAN " + self.queries[name], params
+        )
+
+    def schema(self) -> tuple[Statement, ...]:
+        return tuple(self(name) for name in self.queries if name.startswith("schema."))
+
+
+def load(package: str, filename: str, prefix: str) -> Catalogue:
+    """Load ``filename`` shipped in ``package``; statement names get ``prefix.``."""
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    parts = _NAME.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
+        sql = "\n".join(lines).strip().rstrip(";").strip()
+        if name in queries:
+            raise ValueError(f"{filename}: statement {name!r} is defined twice")
+        queries[name] = sql
+    for name, sql in queries.items():
+        queries[name] = _INCLUDE.sub(lambda m: queries[m.group(1)], sql)
+    return Catalogue(prefix, {n: q for n, q in queries.items() if not n.startswith("fragment.")})

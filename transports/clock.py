@@ -1,0 +1,85 @@
+"""Whose clock lease deadlines are measured by.
+
+A lease is live while ``lock_expiry >= now``; every worker computes ``now`` and writes it
+as a parameter (never SQL's clock, which rqlite 8.26 does not replicate deterministically).
+If each worker used its own wall clock, one running 5 s ahead would see live leases as
+lapsed and steal them, and one running behind would write deadlines that stay live too
+long. :class:`ClusterClock` instead measures every worker's time on one reference: the
+rqlite leader's clock, read with a cheap ``weak`` query and then advanced with the local
+monotonic clock. Workers then agree to within half a round trip plus the drift since
+the last sync, whatever their own clocks say. The price is one read every ``resync``
+seconds per transport, and the assumption (documented) that rqlite nodes keep their
+clocks within a small fraction of the visibility timeout of each other (NTP does).
+
+A clock's ``now()`` is a flow: it yields a request only when it needs a sync.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from transports.catalogue import Catalogue
+from transports.db import Flow, Request
+
+
+class Clock(Protocol):
+    def now(self) -> Flow[float]:
+        """The current time in epoch seconds, on the shared reference."""
+        ...
+
+
+class LocalClock:
+    """This machine's wall clock (plus ``skew``, for tests); right for one-machine SQLite."""
+
+    def __init__(self, *, skew: float = 0.0, time_source: Callable[[], float] = time.time):
+        self.skew = skew
+        self._time = time_source
+
+    def now(self) -> Flow[float]:
+        return self._time() + self.skew
+        yield  # pragma: no cover - makes this a generator that never yields
+
+    def __repr__(self) -> str:
+        return f"LocalClock(skew={self.skew})"
+
+
+class ClusterClock:
+    """The rqlite leader's clock, tracked locally between syncs.
+
+    ``local_time`` is any steadily increasing clock of this machine; only its differences
+    are used, so its offset from real time does not matter (tests pass a skewed one).
+    """
+
+    def __init__(
+        self,
+        queries: Catalogue,
+        *,
+        resync: float = 30.0,
+        local_time: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queries = queries
+        self._resync = resync
+        self._local = local_time
+        self._anchor: tuple[float, float] | None = None  # (reference time, local time)
+        self.uncertainty = float("inf")  # half the round trip of the last sync
+
+    def now(self) -> Flow[float]:
+        anchor = self._anchor
+        local = self._local()
+        if anchor is None or local - anchor[1] > self._resync:
+            before = self._local()
+            response = yield Request((self._queries("clock"),), transaction=False, level="weak")
+            after = self._local()
+            row = response.raise_for_errors()[0].first()
+            if row is None or not isinstance(row["now"], (int, float)):
+                raise ValueError("the clock query returned no time")
+            midpoint = (before + after) / 2
+            self._anchor = anchor = (float(row["now"]), midpoint)
+            self.uncertainty = (after - before) / 2
+            local = self._local()
+        return anchor[0] + (local - anchor[1])
+
+    def __repr__(self) -> str:
+        return f"ClusterClock(resync={self._resync})"

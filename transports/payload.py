@@ -1,0 +1,88 @@
+"""JSON payloads and identifiers: validation at the public boundary.
+
+Everything raftflow stores is JSON text (never pickle). Values are checked before any
+request is built, so a bad one raises :class:`InvalidArgumentError` and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pydantic_core
+
+from transports.errors import InvalidArgumentError, PayloadTooLargeError
+
+#: Default upper bound of one serialized payload (event, workflow input, step result).
+MAX_PAYLOAD_BYTES = 1_048_576
+#: Upper bound of a group id / execution id, in characters.
+MAX_ID_LENGTH = 256
+
+
+def to_json(value: Any, *, what: str, limit: int = MAX_PAYLOAD_BYTES) -> str:
+    """Serialize ``value`` to compact JSON text, or raise :class:`InvalidArgumentError`.
+
+    Pydantic models, dataclasses, datetimes, UUIDs and the like become their JSON form.
+    NaN and infinities are refused (JSON has none), and so are strings that are not valid
+    Unicode (lone surrogates), which would not survive the trip through rqlite.
+    """
+    try:
+        text = json.dumps(
+            value,
+            default=pydantic_core.to_jsonable_python,
+            ensure_ascii=False,
+            allow_nan=False,
+            separators=(",", ":"),
+        )
+        size = len(text.encode("utf-8"))
+    except (TypeError, ValueError, pydantic_core.PydanticSerializationError) as exc:
+        raise InvalidArgumentError(f"{what} is not JSON-serializable: {exc}") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"{what} is nested too deeply to serialize") from None
+    if size > limit:
+        raise PayloadTooLargeError(
+            f"{what} is {size} bytes as JSON, over the limit of {limit} bytes"
+        )
+    return text
+
+
+def from_json(text: str) -> Any:
+    return json.loads(text)
+
+
+def check_id(value: object, *, what: str) -> str:
+    """A group or execution id: a non-empty string of valid Unicode without NUL."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgumentError(f"{what} must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgumentError(f"{what} is longer than {MAX_ID_LENGTH} characters")
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{what} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def check_priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"priority must be an int from 0 to 4, not {value!r}")
+    if not 0 <= value <= 4:
+        raise InvalidArgumentError(f"priority must be from 0 to 4, not {value}")
+    return value
+
+
+def check_seconds(value: object, *, what: str, allow_zero: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentError(f"{what} must be a number of seconds, not {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = "zero or positive" if allow_zero else "positive"
+        raise InvalidArgumentError(f"{what} must be a finite, {bound} number, not {value!r}")
+    if seconds > 366 * 86400:
+        raise InvalidArgumentError(f"{what} must be at most a year, not {value!r}")
+    return seconds

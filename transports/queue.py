@@ -1,0 +1,273 @@
+"""Every queue operation as an I/O-free flow, shared by rqlite and SQLite, sync and async.
+
+Round trips and Raft entries per call on rqlite (a request is one of each):
+
+=============  ===========  ============================================================
+operation      round trips  what the one request carries
+=============  ===========  ============================================================
+publish        1            idempotent INSERT (the key's row and group row via triggers)
+claim          1            transaction: lease UPDATE, groups UPDATE, read-back SELECT
+ack            1            transaction: DELETE by (seq, token) + holder SELECT
+nack / extend  1            transaction: UPDATE by (seq, token) + holder SELECT
+claimable      1            a ``weak`` read, no Raft entry (the idle worker's poll)
+=============  ===========  ============================================================
+
+plus, every 30 s per transport, one ``weak`` read of the leader's clock
+(:class:`~transports.clock.ClusterClock`). The spec's claim needs three round trips and
+two Raft entries.
+
+Retries are safe: a publish carries an idempotency key, and ack/nack/extend touch a row
+only while it still holds the caller's token, so a retry after an ambiguous failure
+never settles someone else's lease.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import deque
+from dataclasses import replace
+from typing import Any
+
+from transports.base import PARKED, Lease, QueueStats
+from transports.catalogue import load
+from transports.clock import Clock
+from transports.db import Flow, Request, Response
+from transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
+from transports.payload import (
+    MAX_PAYLOAD_BYTES,
+    check_id,
+    check_priority,
+    check_seconds,
+    from_json,
+    to_json,
+)
+
+QUERIES = load("transports", "queue.sql", "queue")
+
+#: Upper bound of leases one claim may take (one request, one statement).
+MAX_CLAIM_BATCH = 256
+
+
+class QueueFlows:
+    """The queue's logic; :class:`~transports.sql.SqlTransport` and its async twin drive it.
+
+    It also remembers which leases it issued and has not seen settled, so that a foreign
+    or already settled :class:`Lease` is refused before anything is sent.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        max_event_bytes: int = MAX_PAYLOAD_BYTES,
+        dedup_window: float = 900.0,
+    ) -> None:
+        self.clock = clock
+        self.origin = uuid.uuid4().hex
+        self.max_event_bytes = max_event_bytes
+        self.dedup_window = dedup_window
+        self._live: set[tuple[int, str]] = set()
+        self._settled: deque[tuple[int, str]] = deque(maxlen=4096)
+        self._lock = threading.Lock()
+        self._keys_forgotten_at = 0.0
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def create_schema(self) -> Flow[None]:
+        response = yield Request(QUERIES.schema(), transaction=True)
+        response.raise_for_errors()
+
+    # -- publish --------------------------------------------------------------------------
+
+    def publish(
+        self, group_id: str, event: Any, priority: int = 0, key: str | None = None
+    ) -> Flow[None]:
+        check_id(group_id, what="group_id")
+        check_priority(priority)
+        text = to_json(event, what="event", limit=self.max_event_bytes)
+        key = uuid.uuid4().hex if key is None else check_id(key, what="key")
+        now = yield from self.clock.now()
+        params = {"group_id": group_id, "event": text, "priority": priority, "now": now, "key": key}
+        statements = [QUERIES("publish", params)]
+        if now - self._keys_forgotten_at > 60:
+            self._keys_forgotten_at = now
+            statements.append(QUERIES("forget_keys", {"cutoff": now - self.dedup_window}))
+        response = yield Request(tuple(statements), transaction=False)
+        response.raise_for_errors()
+
+    # -- claim ----------------------------------------------------------------------------
+
+    def claim(
+        self, worker_id: str, visibility: float, limit: int = 1, min_priority: int = 0
+    ) -> Flow[list[Lease]]:
+        check_id(worker_id, what="worker_id")
+        visibility = check_seconds(visibility, what="visibility", allow_zero=False)
+        check_priority(min_priority)
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_CLAIM_BATCH
+        ):
+            raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_CLAIM_BATCH}")
+        token = f"{worker_id}:{uuid.uuid4().hex}"
+        now = yield from self.clock.now()
+        response = yield self.claim_request(token, now, now + visibility, limit, min_priority)
+        response.raise_for_errors()
+        leases = self.leases_from(response, token)
+        # A retry after an ambiguous failure may have leased twice under the same token:
+        # keep what was asked for and free the rest at once rather than let it lapse.
+        extra = leases[limit:]
+        if extra:
+            leases = leases[:limit]
+            freed = yield Request(
+                tuple(self._settle_statement(lease, None, 0.0) for lease in extra),
+                transaction=False,
+            )
+            freed.raise_for_errors()
+            for lease in extra:
+                self._forget(lease)
+        return leases
+
+    def claim_request(
+        self, token: str, now: float, expiry: float, limit: int, min_priority: int
+    ) -> Request:
+        """The one-round-trip claim; the engine appends its own reads to it."""
+        params = {
+            "token": token,
+            "now": now,
+            "expiry": expiry,
+            "limit": limit,
+            "min_priority": min_priority,
+        }
+        return Request(
+            (
+                QUERIES("claim", params),
+                QUERIES("touch_claimed_groups", params),
+                QUERIES("claimed", params),
+            ),
+            transaction=True,
+        )
+
+    def leases_from(self, response: Response, token: str) -> list[Lease]:
+        leases = [
+            Lease(
+                seq=row["seq"],
+                group_id=row["group_id"],
+                event=from_json(row["event"]),
+                token=token,
+                expires_at=row["lock_expiry"],
+                attempts=row["attempts"],
+                origin=self.origin,
+            )
+            for row in response.result_of("queue.claimed").dicts()
+        ]
+        with self._lock:
+            self._live.update((lease.seq, token) for lease in leases)
+        return leases
+
+    def claimable(self, min_priority: int = 0) -> Flow[bool]:
+        """Whether a claim would find anything now: a cheap read, no Raft entry."""
+        check_priority(min_priority)
+        now = yield from self.clock.now()
+        params = {"now": now, "limit": 1, "min_priority": min_priority}
+        response = yield Request((QUERIES("claimable", params),), level="weak")
+        row = response.raise_for_errors()[0].first()
+        return bool(row and row["ready"])
+
+    # -- settle ---------------------------------------------------------------------------
+
+    def ack(self, lease: Lease) -> Flow[None]:
+        self._check_live(lease)
+        params = {"seq": lease.seq, "token": lease.token}
+        response = yield Request(
+            (QUERIES("ack", params), QUERIES("holder", {"seq": lease.seq})), transaction=True
+        )
+        self._conclude(lease, response, done_if_gone=True)
+
+    def nack(self, lease: Lease, delay: float = 0) -> Flow[None]:
+        self._check_live(lease)
+        delay = check_seconds(delay, what="delay", allow_zero=True)
+        now = yield from self.clock.now()
+        response = yield Request(
+            (self._settle_statement(lease, now, delay), QUERIES("holder", {"seq": lease.seq})),
+            transaction=True,
+        )
+        self._conclude(lease, response, done_if_gone=False)
+
+    def extend(self, lease: Lease, visibility: float) -> Flow[Lease]:
+        self._check_live(lease)
+        visibility = check_seconds(visibility, what="visibility", allow_zero=False)
+        now = yield from self.clock.now()
+        params = {"seq": lease.seq, "token": lease.token, "expiry": now + visibility}
+        response = yield Request(
+            (QUERIES("extend", params), QUERIES("holder", {"seq": lease.seq})), transaction=True
+        )
+        response.raise_for_errors()
+        holder = response[1].first()
+        if response[0].rows_affected != 1 and not (holder and holder["locked_by"] == lease.token):
+            self._forget(lease)
+            raise LeaseLostError(f"lease on message {lease.seq} of {lease.group_id!r} was lost")
+        return replace(lease, expires_at=now + visibility)
+
+    def _settle_statement(self, lease: Lease, now: float | None, delay: float) -> Any:
+        if delay > 0 and now is not None:
+            locked_by, expiry = PARKED, now + delay
+        else:
+            locked_by, expiry = None, 0.0
+        return QUERIES(
+            "nack",
+            {"seq": lease.seq, "token": lease.token, "locked_by": locked_by, "expiry": expiry},
+        )
+
+    def _conclude(self, lease: Lease, response: Response, *, done_if_gone: bool) -> None:
+        response.raise_for_errors()
+        if response[0].rows_affected == 1:
+            self._forget(lease)
+            return
+        holder = response[1].first()
+        # Zero rows after an ambiguous failure: our earlier attempt was applied if the row
+        # is gone (ack) or no longer holds someone else's live lease (nack).
+        if response.ambiguous and (
+            holder is None
+            if done_if_gone
+            else holder is None or holder["locked_by"] in (None, PARKED)
+        ):
+            self._forget(lease)
+            return
+        self._forget(lease)
+        raise LeaseLostError(
+            f"lease on message {lease.seq} of group {lease.group_id!r} was lost: it lapsed "
+            "and another worker claimed or settled the message"
+        )
+
+    # -- inspection -----------------------------------------------------------------------
+
+    def stats(self) -> Flow[QueueStats]:
+        response = yield Request((QUERIES("stats"),), level="strong")
+        row = response.raise_for_errors()[0].first() or {}
+        return QueueStats(
+            messages=int(row.get("messages") or 0),
+            leased=int(row.get("leased") or 0),
+            parked=int(row.get("parked") or 0),
+            groups=int(row.get("groups") or 0),
+        )
+
+    # -- lease bookkeeping ----------------------------------------------------------------
+
+    def _check_live(self, lease: object) -> None:
+        if not isinstance(lease, Lease):
+            raise InvalidArgumentError(f"expected a Lease, not {type(lease).__name__}")
+        if lease.origin != self.origin:
+            raise LeaseError(f"lease on message {lease.seq} was not issued by this transport")
+        key = (lease.seq, lease.token)
+        with self._lock:
+            if key not in self._live:
+                state = "already settled" if key in self._settled else "not live"
+                raise LeaseError(f"lease on message {lease.seq} is {state}")
+
+    def _forget(self, lease: Lease) -> None:
+        key = (lease.seq, lease.token)
+        with self._lock:
+            self._live.discard(key)
+            self._settled.append(key)

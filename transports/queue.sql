@@ -1,0 +1,155 @@
+-- The lease-based queue: every statement of RqliteTransport and SqliteTransport, sync and
+-- async. Times (:now, :expiry) are always parameters, never SQL's clock: rqlite 8.26 does
+-- not rewrite time functions, so each replica would evaluate them differently.
+--
+-- Deviation from the spec (same semantics, cheaper): `groups.ready_at` caches when a
+-- group can next be claimed -- its head message's lease/park deadline while one is held,
+-- else its last claim time -- kept exact by the triggers below. The claim then walks one
+-- index instead of the spec's NOT IN over every in-flight message and a join sort, so its
+-- cost does not grow with the number of queued messages. A lapsed or due group is ordered
+-- by its deadline instead of its last claim time.
+
+-- name: schema.messages
+CREATE TABLE IF NOT EXISTS messages (
+  seq          INTEGER PRIMARY KEY AUTOINCREMENT,  -- FIFO order + the Lease handle
+  group_id     TEXT NOT NULL,                      -- the exclusivity group (execution id)
+  event        TEXT NOT NULL,                      -- the event, JSON
+  locked_by    TEXT,                               -- lease token / '__parked__' / NULL
+  lock_expiry  REAL,                               -- lease/park deadline; NULL/0 when free
+  priority     INTEGER NOT NULL DEFAULT 0,         -- the group's priority on first publish
+  published_at REAL NOT NULL DEFAULT 0,
+  attempts     INTEGER NOT NULL DEFAULT 0,         -- how many times it was claimed
+  dedup_key    TEXT                                -- idempotency key of the publish
+);
+
+-- name: schema.messages_by_group
+CREATE INDEX IF NOT EXISTS messages_by_group ON messages (group_id, seq);
+
+-- name: schema.messages_by_token
+CREATE INDEX IF NOT EXISTS messages_by_token ON messages (locked_by) WHERE locked_by IS NOT NULL;
+
+-- name: schema.groups
+CREATE TABLE IF NOT EXISTS groups (
+  group_id        TEXT PRIMARY KEY,                -- one row per group that has messages
+  last_claimed_at REAL NOT NULL DEFAULT 0.0,       -- last claim (0 = never claimed)
+  priority        INTEGER NOT NULL DEFAULT 0,      -- set on first publish; 0-4
+  ready_at        REAL NOT NULL DEFAULT 0.0        -- claimable once ready_at <= now
+);
+
+-- name: schema.groups_ready
+CREATE INDEX IF NOT EXISTS groups_ready ON groups (priority, ready_at);
+
+-- name: schema.message_keys
+CREATE TABLE IF NOT EXISTS message_keys (
+  key          TEXT PRIMARY KEY,                   -- publish idempotency keys, kept for a window
+  published_at REAL NOT NULL
+);
+
+-- name: schema.message_keys_age
+CREATE INDEX IF NOT EXISTS message_keys_age ON message_keys (published_at);
+
+-- name: schema.on_message_insert
+-- A new group starts never-claimed (ready_at 0). A message inserted already leased (the
+-- engine's in-place continuation) blocks its group until the lease deadline.
+CREATE TRIGGER IF NOT EXISTS messages_after_insert AFTER INSERT ON messages BEGIN
+  INSERT OR IGNORE INTO groups (group_id, priority) VALUES (NEW.group_id, NEW.priority);
+  INSERT OR IGNORE INTO message_keys (key, published_at)
+    SELECT NEW.dedup_key, NEW.published_at WHERE NEW.dedup_key IS NOT NULL;
+  UPDATE groups SET ready_at = NEW.lock_expiry
+    WHERE group_id = NEW.group_id AND NEW.locked_by IS NOT NULL
+      AND NEW.seq = (SELECT MIN(seq) FROM messages WHERE group_id = NEW.group_id);
+END;
+
+-- name: schema.on_message_delete
+-- ack: the group row goes with its last message; otherwise its next head decides.
+CREATE TRIGGER IF NOT EXISTS messages_after_delete AFTER DELETE ON messages BEGIN
+  DELETE FROM groups WHERE group_id = OLD.group_id
+    AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = OLD.group_id);
+  UPDATE groups SET ready_at = (
+      SELECT CASE WHEN m.locked_by IS NULL THEN groups.last_claimed_at ELSE m.lock_expiry END
+      FROM messages AS m WHERE m.group_id = OLD.group_id ORDER BY m.seq LIMIT 1)
+    WHERE group_id = OLD.group_id;
+END;
+
+-- name: schema.on_message_lease
+-- claim, nack, park, extend: the head's lease state decides when the group is claimable.
+CREATE TRIGGER IF NOT EXISTS messages_after_lease AFTER UPDATE OF locked_by, lock_expiry ON messages
+BEGIN
+  UPDATE groups SET ready_at = (
+      SELECT CASE WHEN m.locked_by IS NULL THEN groups.last_claimed_at ELSE m.lock_expiry END
+      FROM messages AS m WHERE m.group_id = NEW.group_id ORDER BY m.seq LIMIT 1)
+    WHERE group_id = NEW.group_id;
+END;
+
+-- name: fragment.ready_groups
+-- Claimable groups at or above the priority floor, oldest ready_at first. One indexed
+-- range per priority (0-4) instead of a filter, so a floor never scans the groups below it.
+SELECT group_id, ready_at FROM (
+  SELECT group_id, ready_at FROM (SELECT group_id, ready_at FROM groups
+    WHERE priority = 4 AND ready_at <= :now ORDER BY ready_at LIMIT :limit)
+  UNION ALL SELECT group_id, ready_at FROM (SELECT group_id, ready_at FROM groups
+    WHERE priority = 3 AND :min_priority <= 3 AND ready_at <= :now ORDER BY ready_at LIMIT :limit)
+  UNION ALL SELECT group_id, ready_at FROM (SELECT group_id, ready_at FROM groups
+    WHERE priority = 2 AND :min_priority <= 2 AND ready_at <= :now ORDER BY ready_at LIMIT :limit)
+  UNION ALL SELECT group_id, ready_at FROM (SELECT group_id, ready_at FROM groups
+    WHERE priority = 1 AND :min_priority <= 1 AND ready_at <= :now ORDER BY ready_at LIMIT :limit)
+  UNION ALL SELECT group_id, ready_at FROM (SELECT group_id, ready_at FROM groups
+    WHERE priority = 0 AND :min_priority <= 0 AND ready_at <= :now ORDER BY ready_at LIMIT :limit)
+)
+
+-- name: publish
+-- Idempotent: a retry of a publish whose first attempt was applied finds its key.
+INSERT INTO messages (group_id, event, priority, published_at, dedup_key)
+SELECT :group_id, :event, :priority, :now, :key
+WHERE NOT EXISTS (SELECT 1 FROM message_keys WHERE key = :key);
+
+-- name: forget_keys
+DELETE FROM message_keys WHERE published_at < :cutoff;
+
+-- name: claim
+-- The race-free lease: Raft (or SQLite's write lock) serializes this single statement, so
+-- no two workers can lease the same group. Takes the head of up to :limit groups.
+UPDATE messages SET locked_by = :token, lock_expiry = :expiry, attempts = attempts + 1
+WHERE seq IN (
+  SELECT head FROM (
+    SELECT ready.ready_at,
+           (SELECT MIN(m.seq) FROM messages AS m WHERE m.group_id = ready.group_id) AS head
+    FROM ({{fragment.ready_groups}}) AS ready)
+  ORDER BY ready_at, head LIMIT :limit
+);
+
+-- name: touch_claimed_groups
+UPDATE groups SET last_claimed_at = :now
+WHERE group_id IN (SELECT group_id FROM messages WHERE locked_by = :token);
+
+-- name: claimed
+SELECT seq, group_id, event, attempts, lock_expiry FROM messages
+WHERE locked_by = :token ORDER BY seq;
+
+-- name: claimable
+SELECT COUNT(*) AS ready FROM ({{fragment.ready_groups}});
+
+-- name: ack
+DELETE FROM messages WHERE seq = :seq AND locked_by = :token;
+
+-- name: nack
+-- delay > 0 parks (:locked_by '__parked__' until :expiry); delay 0 frees it (NULL, 0).
+UPDATE messages SET locked_by = :locked_by, lock_expiry = :expiry
+WHERE seq = :seq AND locked_by = :token;
+
+-- name: extend
+UPDATE messages SET lock_expiry = :expiry WHERE seq = :seq AND locked_by = :token;
+
+-- name: holder
+SELECT locked_by, lock_expiry FROM messages WHERE seq = :seq;
+
+-- name: clock
+SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
+
+-- name: stats
+SELECT
+  COUNT(*) AS messages,
+  COALESCE(SUM(locked_by IS NOT NULL AND locked_by <> '__parked__'), 0) AS leased,
+  COALESCE(SUM(locked_by = '__parked__'), 0) AS parked,
+  (SELECT COUNT(*) FROM groups) AS groups
+FROM messages;

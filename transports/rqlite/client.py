@@ -1,0 +1,228 @@
+"""Connections to an rqlite cluster: the sync one (httpx or requests) and the async one.
+
+They only perform what :func:`transports.rqlite.protocol.exchange` asks for; both map
+their HTTP library's failures onto :class:`~transports.rqlite.protocol.NetworkFailure`
+here, so the rest of raftflow sees one error model whatever the library.
+Credentials travel in the ``Authorization`` header only: they are never part of a URL,
+so they cannot leak into an exception message or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal, Protocol
+
+import httpx
+
+from transports.db import Request, Response, Statement
+from transports.rqlite.protocol import (
+    Exchange,
+    HttpCall,
+    HttpReply,
+    NetworkFailure,
+    NodeRing,
+    RqliteConfig,
+    Sleep,
+    exchange,
+)
+
+HttpLibrary = Literal["httpx", "requests"]
+
+# A weak read needs a leader (503 without one), so it proves the cluster can serve.
+READY_PROBE = Request((Statement("rqlite.ready", "SELECT 1"),), level="weak")
+
+
+class _SyncHttp(Protocol):
+    def call(self, call: HttpCall) -> HttpReply | NetworkFailure: ...
+
+    def close(self) -> None: ...
+
+
+class _HttpxSync:
+    def __init__(self, config: RqliteConfig) -> None:
+        self._client = httpx.Client(auth=config.auth, verify=config.verify, http2=False)
+
+    def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
+        try:
+            response = self._client.request(
+                "GET" if call.body is None else "POST",
+                call.node + call.path,
+                params=call.params,
+                content=call.body,
+                headers=_JSON_HEADERS,
+                timeout=call.timeout,
+            )
+        except httpx.HTTPError as exc:
+            return _httpx_failure(exc)
+        return HttpReply(response.status_code, response.content, _served_by(response.headers))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _RequestsSync:
+    def __init__(self, config: RqliteConfig) -> None:
+        try:
+            import requests
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "http='requests' needs the optional dependency: pip install 'raftflow[requests]'"
+            ) from exc
+        self._requests = requests
+        self._session = requests.Session()
+        self._session.auth = config.auth
+        self._session.verify = config.verify
+
+    def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
+        exceptions = self._requests.exceptions
+        try:
+            response = self._session.request(
+                "GET" if call.body is None else "POST",
+                call.node + call.path,
+                params=call.params,
+                data=call.body,
+                headers=_JSON_HEADERS,
+                timeout=call.timeout,
+            )
+        except (exceptions.ConnectTimeout, exceptions.SSLError) as exc:
+            return NetworkFailure(sent=False, detail=_describe(exc))
+        except exceptions.ConnectionError as exc:
+            # requests folds "refused" and "reset after sending" into ConnectionError.
+            refused = "NewConnectionError" in repr(exc) or "Connection refused" in str(exc)
+            return NetworkFailure(sent=not refused, detail=_describe(exc))
+        except exceptions.RequestException as exc:
+            return NetworkFailure(sent=True, detail=_describe(exc))
+        return HttpReply(response.status_code, response.content, _served_by(response.headers))
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class RqliteConnection:
+    """A sync connection to an rqlite cluster (``httpx.Client`` or ``requests.Session``)."""
+
+    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "httpx") -> None:
+        self.config = config
+        self.ring = NodeRing(config.nodes)
+        self.round_trips = 0
+        self._http: _SyncHttp = _RequestsSync(config) if http == "requests" else _HttpxSync(config)
+        self.http_library: HttpLibrary = http
+
+    @property
+    def identity(self) -> str:
+        return self.config.identity
+
+    def send(self, request: Request) -> Response:
+        return self._run(exchange(self.config, self.ring, request, time.monotonic))
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until some node answers a read through a leader (``connect_timeout``)."""
+        budget = self.config.connect_timeout if timeout is None else timeout
+        config = self.config.with_options(retry_timeout=budget)
+        self._run(exchange(config, self.ring, READY_PROBE, time.monotonic)).raise_for_errors()
+
+    def get(self, path: str) -> HttpReply | NetworkFailure:
+        """One GET on the current node (``/status``, ``/readyz``); no retries."""
+        self.round_trips += 1
+        return self._http.call(HttpCall(self.ring.node(), path, {}, None, self.config.timeout))
+
+    def _run(self, flow: Exchange) -> Response:
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                    step = flow.send(None)
+                else:
+                    self.round_trips += 1
+                    step = flow.send(self._http.call(step))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"<RqliteConnection nodes={list(self.config.nodes)} http={self.http_library}>"
+
+
+class AsyncRqliteConnection:
+    """The async twin of :class:`RqliteConnection`, over ``httpx.AsyncClient``."""
+
+    def __init__(self, config: RqliteConfig) -> None:
+        self.config = config
+        self.ring = NodeRing(config.nodes)
+        self.round_trips = 0
+        self._client = httpx.AsyncClient(auth=config.auth, verify=config.verify)
+
+    @property
+    def identity(self) -> str:
+        return self.config.identity
+
+    async def send(self, request: Request) -> Response:
+        return await self._run(exchange(self.config, self.ring, request, time.monotonic))
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until some node answers a read through a leader (``connect_timeout``)."""
+        budget = self.config.connect_timeout if timeout is None else timeout
+        config = self.config.with_options(retry_timeout=budget)
+        (
+            await self._run(exchange(config, self.ring, READY_PROBE, time.monotonic))
+        ).raise_for_errors()
+
+    async def get(self, path: str) -> HttpReply | NetworkFailure:
+        """One GET on the current node (``/status``, ``/readyz``); no retries."""
+        self.round_trips += 1
+        return await self._call(HttpCall(self.ring.node(), path, {}, None, self.config.timeout))
+
+    async def _run(self, flow: Exchange) -> Response:
+        try:
+            step = next(flow)
+            while True:
+                if isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                    step = flow.send(None)
+                else:
+                    self.round_trips += 1
+                    step = flow.send(await self._call(step))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def _call(self, call: HttpCall) -> HttpReply | NetworkFailure:
+        try:
+            response = await self._client.request(
+                "GET" if call.body is None else "POST",
+                call.node + call.path,
+                params=call.params,
+                content=call.body,
+                headers=_JSON_HEADERS,
+                timeout=call.timeout,
+            )
+        except httpx.HTTPError as exc:
+            return _httpx_failure(exc)
+        return HttpReply(response.status_code, response.content, _served_by(response.headers))
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    def __repr__(self) -> str:
+        return f"<AsyncRqliteConnection nodes={list(self.config.nodes)}>"
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _httpx_failure(exc: httpx.HTTPError) -> NetworkFailure:
+    # Refused or never connected: the request cannot have reached rqlite.
+    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+    return NetworkFailure(sent=sent, detail=_describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _served_by(headers: Any) -> str | None:
+    value: str | None = headers.get("X-Rqlite-Served-By")
+    return value

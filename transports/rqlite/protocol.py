@@ -1,0 +1,298 @@
+"""rqlite's HTTP API without I/O: configuration, encoding, decoding, errors and retries.
+
+:func:`exchange` is a flow that turns one :class:`~transports.db.Request` into HTTP calls
+and sleeps, and reads the replies: which endpoint, which query parameters, what a reply
+means, when to move to another node and whether a failed attempt may have been applied.
+The sync and async connections in :mod:`transports.rqlite.client` only perform the calls.
+This is the one place where rqlite's errors become raftflow's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from transports.db import Request, Response, Result
+from transports.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    DatabaseError,
+    ProtocolError,
+    UnavailableError,
+)
+
+# rqlite answers HTTP 200 with a top-level "error" when a request met a leader change;
+# such a write may or may not have been applied.
+_TRANSIENT_MARKERS = (
+    "leader",
+    "leadership",
+    "not found",
+    "timeout",
+    "timed out",
+    "connection refused",
+    "unavailable",
+    "shutdown",
+    "forward",
+    "eof",
+)
+
+
+@dataclass(frozen=True)
+class RqliteConfig:
+    """Where and how to reach an rqlite cluster.
+
+    ``nodes`` are base URLs without credentials; any node serves any request (followers
+    forward to the leader) and the client moves to the next one when a node is down.
+    """
+
+    nodes: tuple[str, ...]
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    verify: bool | str = True
+    timeout: float = 10.0
+    retry_timeout: float = 15.0
+    connect_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise ConfigurationError("an rqlite URL needs at least one node")
+        for name in ("timeout", "retry_timeout", "connect_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigurationError(f"{name} must be a positive number of seconds")
+
+    @classmethod
+    def from_url(cls, url: str | Sequence[str], **options: Any) -> RqliteConfig:
+        """Parse ``http(s)://[user:pass@]host:port[,host:port...]`` (or a list of such URLs).
+
+        Credentials may sit in any of the URLs; keyword ``options`` override fields.
+        """
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls or not all(isinstance(u, str) and u for u in urls):
+            raise ConfigurationError("from_url() takes a URL string or a list of URL strings")
+        nodes: list[str] = []
+        username = password = None
+        for raw in urls:
+            parts = urlsplit(raw.strip())
+            scheme = {"rqlite": "http", "rqlites": "https"}.get(parts.scheme, parts.scheme)
+            if scheme not in ("http", "https"):
+                raise ConfigurationError(
+                    f"unsupported scheme {parts.scheme!r} in an rqlite URL (use http or https)"
+                )
+            netloc = parts.netloc
+            if "@" in netloc:
+                userinfo, netloc = netloc.rsplit("@", 1)
+                user, _, secret = userinfo.partition(":")
+                username, password = unquote(user), unquote(secret)
+            for host in netloc.split(","):
+                if not host:
+                    raise ConfigurationError("empty host in an rqlite URL")
+                nodes.append(f"{scheme}://{host}")
+        options.setdefault("username", username)
+        options.setdefault("password", password)
+        return cls(nodes=tuple(dict.fromkeys(nodes)), **options)
+
+    @property
+    def auth(self) -> tuple[str, str] | None:
+        if self.username is None:
+            return None
+        return (self.username, self.password or "")
+
+    @property
+    def identity(self) -> str:
+        """Equal for two configs that reach the same cluster (the sorted node set)."""
+        return "rqlite:" + ",".join(sorted(self.nodes))
+
+    def with_options(self, **options: Any) -> RqliteConfig:
+        return replace(self, **options)
+
+
+# --- one HTTP exchange -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HttpCall:
+    """Ask the driver to POST (or GET when ``body`` is None) ``path`` on ``node``."""
+
+    node: str
+    path: str
+    params: dict[str, str]
+    body: bytes | None
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Ask the driver to wait before the next attempt."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    status: int
+    body: bytes
+    served_by: str | None = None
+
+
+@dataclass(frozen=True)
+class NetworkFailure:
+    """An attempt that got no HTTP reply. ``sent`` is false only when the connection was
+    refused or never established, so the request cannot have reached rqlite."""
+
+    sent: bool
+    detail: str
+
+
+Exchange = Generator[HttpCall | Sleep, HttpReply | NetworkFailure | None, Response]
+
+
+class NodeRing:
+    """Which node to try next; shared by all requests of a connection (sticky on success)."""
+
+    def __init__(self, nodes: Sequence[str]) -> None:
+        self.nodes = tuple(nodes)
+        self.current = 0
+
+    def node(self) -> str:
+        return self.nodes[self.current % len(self.nodes)]
+
+    def advance(self) -> None:
+        self.current = (self.current + 1) % len(self.nodes)
+
+
+def encode(request: Request) -> tuple[str, dict[str, str], bytes]:
+    """Endpoint, query parameters and JSON body for a request.
+
+    Reads go to ``/db/query`` (needs only the ``query`` permission), writes to
+    ``/db/execute``, mixed requests to ``/db/request``; both of the latter are one Raft entry.
+    """
+    body = json.dumps(
+        [
+            [s.sql, dict(s.params)] if hasattr(s.params, "keys") else [s.sql, *s.params]
+            for s in request.statements
+        ],
+        separators=(",", ":"),
+        allow_nan=False,
+    ).encode()
+    params: dict[str, str] = {}
+    if request.is_read_only:
+        path = "/db/query"
+        params["level"] = request.level
+    elif request.has_reads:
+        path = "/db/request"
+    else:
+        path = "/db/execute"
+    if request.transaction and len(request.statements) > 1:
+        params["transaction"] = ""
+    return path, params, body
+
+
+def decode(request: Request, body: bytes, ambiguous: bool) -> Response:
+    """Turn rqlite's JSON answer into a :class:`Response` (one result per statement)."""
+    try:
+        payload = json.loads(body)
+        raw_results = payload["results"]
+        if not isinstance(raw_results, list):
+            raise TypeError("results is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProtocolError(f"unexpected answer from rqlite: {_excerpt(body)}") from exc
+    results: list[Result] = []
+    for raw in raw_results:
+        if not isinstance(raw, dict):
+            raise ProtocolError(f"unexpected result from rqlite: {_excerpt(body)}")
+        results.append(
+            Result(
+                columns=tuple(raw.get("columns") or ()),
+                rows=tuple(tuple(row) for row in raw.get("values") or ()),
+                rows_affected=int(raw.get("rows_affected") or 0),
+                last_insert_id=raw.get("last_insert_id"),
+                error=raw.get("error"),
+            )
+        )
+    # In a transaction rqlite stops at the first error and returns fewer results; the
+    # statements it did not reach count as failed (they were rolled back).
+    if len(results) < len(request.statements):
+        reason = next((r.error for r in results if r.error), "not executed")
+        results.extend(
+            Result(error=f"not executed: {reason}")
+            for _ in range(len(request.statements) - len(results))
+        )
+    return Response(request, tuple(results), ambiguous=ambiguous)
+
+
+def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any) -> Exchange:
+    """The flow of one request: attempts across nodes until an answer or the budget is spent.
+
+    ``clock`` is a monotonic time function (the drivers pass ``time.monotonic``).
+    """
+    path, params, body = encode(request)
+    writes = not request.is_read_only
+    deadline = clock() + config.retry_timeout
+    delay = 0.05
+    ambiguous = False
+    tried_in_round = 0
+    last_problem = "no attempt made"
+    while True:
+        node = ring.node()
+        reply = yield HttpCall(node, path, params, body, config.timeout)
+        if isinstance(reply, HttpReply) and reply.status == 200:
+            problem = _top_level_error(reply.body)
+            if problem is None:
+                return decode(request, reply.body, ambiguous)
+            if not _is_transient(problem):
+                raise DatabaseError(f"rqlite refused the request: {problem}")
+            ambiguous = ambiguous or writes
+            last_problem = f"{node}: {problem}"
+        elif isinstance(reply, HttpReply):
+            if reply.status == 401:
+                raise AuthenticationError(
+                    "rqlite answered 401: wrong username or password, or the user lacks "
+                    f"the permission for {path}"
+                )
+            if reply.status in (400, 404, 405, 413):
+                raise ProtocolError(
+                    f"rqlite rejected the request with HTTP {reply.status}: {_excerpt(reply.body)}"
+                )
+            # 503 means no leader: nothing was applied. Other 5xx may follow an apply.
+            if reply.status != 503:
+                ambiguous = ambiguous or writes
+            last_problem = f"{node}: HTTP {reply.status} {_excerpt(reply.body)}"
+        elif isinstance(reply, NetworkFailure):
+            ambiguous = ambiguous or (writes and reply.sent)
+            last_problem = f"{node}: {reply.detail}"
+        ring.advance()
+        tried_in_round += 1
+        if clock() >= deadline:
+            raise UnavailableError(
+                f"rqlite did not answer within {config.retry_timeout:g}s (last: {last_problem})",
+                ambiguous=ambiguous,
+            )
+        if tried_in_round >= len(ring.nodes):
+            tried_in_round = 0
+            yield Sleep(min(delay, max(0.0, deadline - clock())))
+            delay = min(delay * 2, 1.0)
+
+
+def _top_level_error(body: bytes) -> str | None:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None  # decode() reports it with the body
+    if isinstance(payload, dict) and payload.get("error"):
+        return str(payload["error"])
+    return None
+
+
+def _is_transient(problem: str) -> bool:
+    lowered = problem.lower()
+    return any(marker in lowered for marker in _TRANSIENT_MARKERS)
+
+
+def _excerpt(body: bytes, limit: int = 200) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "..."
