@@ -29,6 +29,10 @@ class Clock(Protocol):
         """The current time in epoch seconds, on the shared reference."""
         ...
 
+    def estimate(self) -> float:
+        """``now`` without I/O, for timestamps that are only shown (never for leases)."""
+        ...
+
 
 class LocalClock:
     """This machine's wall clock (plus ``skew``, for tests); right for one-machine SQLite."""
@@ -40,6 +44,9 @@ class LocalClock:
     def now(self) -> Flow[float]:
         return self._time() + self.skew
         yield  # pragma: no cover - makes this a generator that never yields
+
+    def estimate(self) -> float:
+        return self._time() + self.skew
 
     def __repr__(self) -> str:
         return f"LocalClock(skew={self.skew})"
@@ -80,6 +87,12 @@ class ClusterClock:
             self.uncertainty = (after - before) / 2
             local = self._local()
         return anchor[0] + (local - anchor[1])
+
+    def estimate(self) -> float:
+        anchor = self._anchor
+        if anchor is None:
+            return time.time()
+        return anchor[0] + (self._local() - anchor[1])
 
     def __repr__(self) -> str:
         return f"ClusterClock(resync={self._resync})"

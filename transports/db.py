@@ -132,6 +132,10 @@ class Connection(Protocol):
 
     def send(self, request: Request) -> Response: ...
 
+    def to_async(self) -> AsyncConnection:
+        """An async connection to the same database (for a worker's event loop)."""
+        ...
+
     def close(self) -> None: ...
 
 

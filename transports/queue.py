@@ -26,13 +26,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from transports.base import PARKED, Lease, QueueStats
 from transports.catalogue import load
 from transports.clock import Clock
-from transports.db import Flow, Request, Response
+from transports.db import Flow, Request, Response, Statement
 from transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
 from transports.payload import (
     MAX_PAYLOAD_BYTES,
@@ -120,10 +121,7 @@ class QueueFlows:
         extra = leases[limit:]
         if extra:
             leases = leases[:limit]
-            freed = yield Request(
-                tuple(self._settle_statement(lease, None, 0.0) for lease in extra),
-                transaction=False,
-            )
+            freed = yield self.release_request(extra, now, 0.0)
             freed.raise_for_errors()
             for lease in extra:
                 self._forget(lease)
@@ -149,7 +147,33 @@ class QueueFlows:
             transaction=True,
         )
 
-    def leases_from(self, response: Response, token: str) -> list[Lease]:
+    def release_request(self, leases: Sequence[Lease], now: float, delay: float) -> Request:
+        """Give leases back without lease bookkeeping (the engine's and claim's own use):
+        claimable at once, or parked for ``delay`` seconds. Statement by statement."""
+        return Request(
+            tuple(self._settle_statement(lease, now, delay) for lease in leases),
+            transaction=False,
+        )
+
+    def ack_request(self, leases: Sequence[Lease]) -> Request:
+        """Ack leases without lease bookkeeping (the engine's own use)."""
+        return Request(
+            tuple(QUERIES("ack", {"seq": le.seq, "token": le.token}) for le in leases),
+            transaction=False,
+        )
+
+    def extend_request(self, leases: Sequence[Lease], now: float, visibility: float) -> Request:
+        """Heartbeat several leases in one request; result ``i`` has ``rows_affected`` 1
+        when lease ``i`` is still held (and now runs until ``now + visibility``)."""
+        return Request(
+            tuple(
+                QUERIES("extend", {"seq": le.seq, "token": le.token, "expiry": now + visibility})
+                for le in leases
+            ),
+            transaction=False,
+        )
+
+    def leases_from(self, response: Response, token: str, *, track: bool = True) -> list[Lease]:
         leases = [
             Lease(
                 seq=row["seq"],
@@ -162,8 +186,9 @@ class QueueFlows:
             )
             for row in response.result_of("queue.claimed").dicts()
         ]
-        with self._lock:
-            self._live.update((lease.seq, token) for lease in leases)
+        if track:
+            with self._lock:
+                self._live.update((lease.seq, token) for lease in leases)
         return leases
 
     def claimable(self, min_priority: int = 0) -> Flow[bool]:
@@ -210,7 +235,7 @@ class QueueFlows:
             raise LeaseLostError(f"lease on message {lease.seq} of {lease.group_id!r} was lost")
         return replace(lease, expires_at=now + visibility)
 
-    def _settle_statement(self, lease: Lease, now: float | None, delay: float) -> Any:
+    def _settle_statement(self, lease: Lease, now: float | None, delay: float) -> Statement:
         if delay > 0 and now is not None:
             locked_by, expiry = PARKED, now + delay
         else:

@@ -127,6 +127,10 @@ class RqliteConnection:
         self.round_trips += 1
         return self._http.call(HttpCall(self.ring.node(), path, {}, None, self.config.timeout))
 
+    def to_async(self) -> AsyncRqliteConnection:
+        """An async connection to the same cluster with the same credentials and options."""
+        return AsyncRqliteConnection(self.config)
+
     def _run(self, flow: Exchange) -> Response:
         try:
             step = next(flow)

@@ -47,7 +47,7 @@ class SqliteTransport(SqlTransport):
     def to_async(self) -> AsyncSqliteTransport:
         """An async twin sharing this transport's connection and lease bookkeeping."""
         twin = AsyncSqliteTransport.__new__(AsyncSqliteTransport)
-        AsyncSqlTransport.__init__(twin, AsyncSqliteConnection(self.connection), self.flows)
+        AsyncSqlTransport.__init__(twin, self.connection.to_async(), self.flows)
         return twin
 
 

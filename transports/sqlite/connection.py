@@ -100,6 +100,10 @@ class SqliteConnection:
         with self._lock:
             self._db.close()
 
+    def to_async(self) -> AsyncSqliteConnection:
+        """An async view of this connection; closing it leaves this one open."""
+        return AsyncSqliteConnection(self, owns=False)
+
     def __repr__(self) -> str:
         return f"<SqliteConnection {self.path}>"
 
@@ -107,8 +111,9 @@ class SqliteConnection:
 class AsyncSqliteConnection:
     """The async twin: the same connection, each request run in a worker thread."""
 
-    def __init__(self, sync: SqliteConnection) -> None:
+    def __init__(self, sync: SqliteConnection, *, owns: bool = True) -> None:
         self.sync = sync
+        self._owns = owns
 
     @property
     def identity(self) -> str:
@@ -122,7 +127,8 @@ class AsyncSqliteConnection:
         return await asyncio.to_thread(self.sync.send, request)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)
+        if self._owns:
+            await asyncio.to_thread(self.sync.close)
 
     def __repr__(self) -> str:
         return f"<AsyncSqliteConnection {self.sync.path}>"

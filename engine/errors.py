@@ -1,0 +1,119 @@
+"""Every error raftflow raises, in one tree (importable from here)::
+
+    RaftflowError
+    ├── InvalidArgumentError (ValueError)   bad input at a public call; nothing was written
+    │   ├── PayloadTooLargeError             a JSON payload over the size limit
+    │   └── InputValidationError             workflow input fails its annotation
+    ├── ConfigurationError                  a URL or an option that cannot work
+    ├── DatabaseError                       the backend failed a request
+    │   ├── UnavailableError                no node / no leader within the retry budget
+    │   ├── AuthenticationError             rqlite answered 401
+    │   ├── StatementError                  one statement failed; names it
+    │   └── ProtocolError                   an answer rqlite would not send
+    ├── LeaseError                          a Lease that cannot be used
+    │   └── LeaseLostError                  it lapsed and another worker took over
+    ├── StoreError
+    │   └── ExecutionNotFoundError          no execution has this id
+    └── WorkflowError                       defining, starting and running workflows
+        ├── UnknownWorkflowError            not registered with this engine
+        ├── ExecutionConflictError          the id exists for another workflow
+        ├── StepError                       raised in a workflow when one of its steps failed
+        ├── NonDeterminismError             replay met a different step than recorded
+        ├── WorkflowFailedError             result() of a failed execution
+        ├── WorkflowCancelledError          result() of a cancelled execution
+        └── ResultTimeoutError (TimeoutError)  result() waited longer than its timeout
+"""
+
+from __future__ import annotations
+
+from stores.base import ErrorInfo
+from stores.errors import ExecutionNotFoundError, StoreError
+from transports.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    DatabaseError,
+    InvalidArgumentError,
+    LeaseError,
+    LeaseLostError,
+    PayloadTooLargeError,
+    ProtocolError,
+    RaftflowError,
+    StatementError,
+    UnavailableError,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigurationError",
+    "DatabaseError",
+    "ExecutionConflictError",
+    "ExecutionNotFoundError",
+    "InputValidationError",
+    "InvalidArgumentError",
+    "LeaseError",
+    "LeaseLostError",
+    "NonDeterminismError",
+    "PayloadTooLargeError",
+    "ProtocolError",
+    "RaftflowError",
+    "ResultTimeoutError",
+    "StatementError",
+    "StepError",
+    "StoreError",
+    "UnavailableError",
+    "UnknownWorkflowError",
+    "WorkflowCancelledError",
+    "WorkflowError",
+    "WorkflowFailedError",
+]
+
+
+class WorkflowError(RaftflowError):
+    """Defining, starting or running a workflow went wrong."""
+
+
+class InputValidationError(InvalidArgumentError, WorkflowError):
+    """The input of ``engine.start`` does not validate against the workflow's annotation."""
+
+
+class UnknownWorkflowError(WorkflowError, LookupError):
+    """The workflow is not registered with this engine (``@engine.workflow``)."""
+
+
+class ExecutionConflictError(WorkflowError):
+    """``execution_id`` already names an execution of another workflow."""
+
+
+class NonDeterminismError(WorkflowError):
+    """Replaying the workflow met a step other than the one recorded at that position:
+    the workflow's code changed, or it chooses steps from something not recorded."""
+
+
+class StepError(WorkflowError):
+    """A step failed; raised where the workflow called it, on the first run and on replay.
+
+    ``error`` is the step's exception as stored (type name, message, traceback); on the
+    first run the original exception is also the ``__cause__``.
+    """
+
+    def __init__(self, step: str, error: ErrorInfo) -> None:
+        super().__init__(f"step {step!r} failed: {error.type}: {error.message}")
+        self.step = step
+        self.error = error
+
+
+class WorkflowFailedError(WorkflowError):
+    """The execution failed; ``error`` holds the exception's type, message and traceback."""
+
+    def __init__(self, execution_id: str, error: ErrorInfo) -> None:
+        super().__init__(f"execution {execution_id!r} failed: {error.type}: {error.message}")
+        self.execution_id = execution_id
+        self.error = error
+
+
+class WorkflowCancelledError(WorkflowError):
+    """The execution was cancelled."""
+
+
+class ResultTimeoutError(WorkflowError, TimeoutError):
+    """``result(timeout=...)`` gave up before the execution finished."""

@@ -1,0 +1,75 @@
+"""WorkflowHandle: one execution seen from the outside (status, result, steps)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from engine.errors import (
+    ExecutionNotFoundError,
+    ResultTimeoutError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+)
+from stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+
+if TYPE_CHECKING:
+    from engine.app import Engine
+
+T = TypeVar("T")
+
+
+class WorkflowHandle(Generic[T]):
+    """An execution by id; ``id`` is also its queue group."""
+
+    def __init__(self, engine: Engine, execution_id: str, *, created: bool = True) -> None:
+        self.engine = engine
+        self.id = execution_id
+        #: False when ``engine.start(..., execution_id=...)`` found the execution already there.
+        self.created = created
+
+    def info(self) -> ExecutionRecord:
+        """The execution as stored now."""
+        record = self.engine.store.get(self.id)
+        if record is None:
+            raise ExecutionNotFoundError(f"no execution has id {self.id!r}")
+        return record
+
+    def status(self) -> Status:
+        """pending, running, succeeded, failed or cancelled."""
+        return self.info().status
+
+    def steps(self) -> list[StepRecord]:
+        """The recorded steps, in call order."""
+        return list(self.engine.store.steps(self.id))
+
+    def result(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
+        """Wait for the execution to finish and return its output, typed by the
+        workflow's return annotation. Raises :class:`WorkflowFailedError` (with the stored
+        error) if it failed and :class:`ResultTimeoutError` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = min(poll_interval, 0.01)
+        while True:
+            record = self.info()
+            if record.status.is_final:
+                return self._outcome(record)  # type: ignore[no-any-return]
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ResultTimeoutError(
+                    f"execution {self.id!r} is still {record.status.value} after {timeout}s"
+                )
+            pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+            delay = min(delay * 1.5, poll_interval)
+
+    def _outcome(self, record: ExecutionRecord) -> Any:
+        if record.status is Status.SUCCEEDED:
+            definition = self.engine.registry.workflows.get(record.workflow)
+            if definition is None:
+                return record.output  # not registered here: plain JSON
+            return definition.output.from_json_value(record.output)
+        if record.status is Status.CANCELLED:
+            raise WorkflowCancelledError(f"execution {self.id!r} was cancelled")
+        raise WorkflowFailedError(self.id, record.error or ErrorInfo("Error", "failed"))
+
+    def __repr__(self) -> str:
+        return f"<WorkflowHandle {self.id}>"

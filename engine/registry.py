@@ -1,0 +1,164 @@
+"""Workflow and step definitions: names, sync/async, and how their values become JSON.
+
+A function's annotations decide its codec: the workflow's single parameter validates the
+input of ``engine.start`` and rebuilds it on every run; a return annotation turns a stored
+JSON result back into a value (a pydantic model, a dataclass, a ``list[int]``...). Without
+an annotation a value is stored and returned as plain JSON.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
+from transports.payload import check_id
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Validates a Python value against an annotation and converts it to and from JSON."""
+
+    annotation: Any
+    adapter: pydantic.TypeAdapter[Any] = field(repr=False)
+
+    @classmethod
+    def of(cls, annotation: Any) -> Codec:
+        return cls(annotation, pydantic.TypeAdapter(annotation))
+
+    def to_json_value(self, value: Any) -> Any:
+        """The JSON form of ``value`` (validated first, so a wrong type fails here)."""
+        if self.annotation is not Any:
+            value = self.adapter.validate_python(value)
+        return self.adapter.dump_python(value, mode="json")
+
+    def from_json_value(self, value: Any) -> Any:
+        return self.adapter.validate_python(value)
+
+
+ANY = Codec.of(Any)
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references
+        raise ConfigurationError(
+            f"cannot resolve the annotations of {fn.__qualname__}: {exc}"
+        ) from exc
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(inspect.unwrap(fn))
+
+
+@dataclass(frozen=True)
+class StepDef:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    output: Codec
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any], name: str | None) -> StepDef:
+        hints = _hints(fn)
+        return cls(
+            name=check_id(name or fn.__qualname__, what="step name"),
+            fn=fn,
+            is_async=_is_async(fn),
+            output=Codec.of(hints["return"]) if "return" in hints else ANY,
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowDef:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    input: Codec | None  # None: the workflow takes no argument
+    output: Codec
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any], name: str | None) -> WorkflowDef:
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) > 1 or any(
+            p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params
+        ):
+            raise ConfigurationError(
+                f"workflow {fn.__qualname__} must take one input argument (or none); "
+                "group several values in a pydantic model or a dict"
+            )
+        hints = _hints(fn)
+        input_codec = None
+        if params:
+            input_codec = Codec.of(hints.get(params[0].name, Any))
+        return cls(
+            name=check_id(name or fn.__qualname__, what="workflow name"),
+            fn=fn,
+            is_async=_is_async(fn),
+            input=input_codec,
+            output=Codec.of(hints["return"]) if "return" in hints else ANY,
+        )
+
+    def encode_input(self, value: Any) -> Any:
+        """Validate ``engine.start``'s input and return its JSON form."""
+        if self.input is None:
+            if value is not None:
+                raise InputValidationError(f"workflow {self.name!r} takes no input")
+            return None
+        try:
+            return self.input.to_json_value(value)
+        except pydantic.ValidationError as exc:
+            raise InputValidationError(
+                f"input of workflow {self.name!r} is invalid: {exc}"
+            ) from None
+        except pydantic.PydanticSerializationError as exc:
+            raise InputValidationError(
+                f"input of workflow {self.name!r} cannot be serialized: {exc}"
+            ) from None
+
+    def call_args(self, stored_input: Any) -> tuple[Any, ...]:
+        if self.input is None:
+            return ()
+        return (self.input.from_json_value(stored_input),)
+
+
+class Registry:
+    """The workflows and steps of one engine, by name."""
+
+    def __init__(self) -> None:
+        self.workflows: dict[str, WorkflowDef] = {}
+        self.steps: dict[str, StepDef] = {}
+
+    def add_workflow(self, definition: WorkflowDef) -> None:
+        existing = self.workflows.get(definition.name)
+        if existing is not None and existing.fn is not definition.fn:
+            raise ConfigurationError(
+                f"two workflows are named {definition.name!r}; pass name=... to tell them apart"
+            )
+        self.workflows[definition.name] = definition
+
+    def add_step(self, definition: StepDef) -> None:
+        existing = self.steps.get(definition.name)
+        if existing is not None and existing.fn is not definition.fn:
+            raise ConfigurationError(
+                f"two steps are named {definition.name!r}; pass name=... to tell them apart"
+            )
+        self.steps[definition.name] = definition
+
+    def workflow(self, ref: Any) -> WorkflowDef:
+        """The definition of a decorated workflow function, or of a workflow name."""
+        name = ref if isinstance(ref, str) else getattr(ref, "__raftflow_workflow__", None)
+        definition = self.workflows.get(name) if isinstance(name, str) else None
+        if definition is None:
+            shown = ref if isinstance(ref, str) else getattr(ref, "__qualname__", repr(ref))
+            raise UnknownWorkflowError(
+                f"{shown!r} is not a workflow registered with this engine (@engine.workflow)"
+            )
+        return definition
+

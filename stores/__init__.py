@@ -1,0 +1,1 @@
+"""Stores: where executions and their step records live."""

@@ -1,0 +1,125 @@
+"""The store contract and its records: executions, their status and their step records."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+class Status(str, enum.Enum):
+    """The life of an execution: pending -> running -> succeeded | failed (| cancelled)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_final(self) -> bool:
+        return self in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An exception as stored: its type name, message and formatted traceback."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message, "traceback": self.traceback}
+
+    @classmethod
+    def from_json(cls, value: Any) -> ErrorInfo:
+        if not isinstance(value, dict):
+            return cls(type="Error", message=str(value))
+        return cls(
+            type=str(value.get("type", "Error")),
+            message=str(value.get("message", "")),
+            traceback=str(value.get("traceback", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRecord:
+    """One execution as stored. ``input`` and ``output`` are JSON values."""
+
+    id: str
+    workflow: str
+    status: Status
+    input: Any
+    output: Any
+    error: ErrorInfo | None
+    priority: int
+    created_at: float
+    updated_at: float
+    completed_at: float | None
+    steps_done: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """The checkpoint of one step: its result (JSON) or its error."""
+
+    execution_id: str
+    idx: int
+    name: str
+    succeeded: bool
+    output: Any
+    error: ErrorInfo | None
+    started_at: float
+    ended_at: float
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartOutcome:
+    """What ``start`` found: the execution, and whether this call created it."""
+
+    record: ExecutionRecord
+    created: bool
+
+
+@runtime_checkable
+class Store(Protocol):
+    def create_schema(self) -> None: ...
+
+    def start(
+        self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
+    ) -> StartOutcome: ...
+
+    def get(self, execution_id: str) -> ExecutionRecord | None: ...
+
+    def list(
+        self, *, status: Status | None = None, limit: int = 100
+    ) -> Sequence[ExecutionRecord]: ...
+
+    def steps(self, execution_id: str) -> Sequence[StepRecord]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncStore(Protocol):
+    async def create_schema(self) -> None: ...
+
+    async def start(
+        self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
+    ) -> StartOutcome: ...
+
+    async def get(self, execution_id: str) -> ExecutionRecord | None: ...
+
+    async def list(
+        self, *, status: Status | None = None, limit: int = 100
+    ) -> Sequence[ExecutionRecord]: ...
+
+    async def steps(self, execution_id: str) -> Sequence[StepRecord]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,13 @@
+"""Errors of the store layer (part of the tree drawn in :mod:`transports.errors`)."""
+
+from __future__ import annotations
+
+from transports.errors import RaftflowError
+
+
+class StoreError(RaftflowError):
+    """Executions and step records: something is not as asked."""
+
+
+class ExecutionNotFoundError(StoreError, LookupError):
+    """No execution has this id."""
