@@ -1,0 +1,42 @@
+# raftflow's developer entry points. Every target sets up what it needs on a fresh machine:
+# a virtualenv in .venv with the project and its dev tools, and rqlited in .rqlite/.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+RQLITED := .rqlite/bin/rqlited
+
+.PHONY: setup demo demo-cluster test test-fast lint bench bench-smoke cluster clean
+
+setup: $(INSTALLED) $(RQLITED)
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(INSTALLED)
+
+$(RQLITED): $(INSTALLED)
+	$(BIN)/python -m transports.rqlite.runtime install
+
+demo: setup  ## the checkout demo on a local SQLite file (one process)
+	$(BIN)/raftflow demo
+
+demo-cluster: setup  ## the same demo on a local 3-node rqlite cluster, two worker processes
+	$(BIN)/raftflow demo --cluster
+
+test: setup  ## the whole suite against real rqlite clusters
+	$(BIN)/pytest
+
+test-fast: setup  ## unit tests only (no server)
+	$(BIN)/pytest tests/unit
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+cluster: setup  ## a local 3-node rqlite cluster until Ctrl-C
+	$(BIN)/raftflow cluster --nodes 3
+
+clean:
+	rm -rf $(VENV) .rqlite .pytest_cache .mypy_cache .ruff_cache

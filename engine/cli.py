@@ -1,0 +1,215 @@
+"""The ``raftflow`` command: workers, the demo, a local rqlite cluster, the rqlite binary.
+
+Environment variables are read here, at the edge, and nowhere else: ``RAFTFLOW_URL`` is
+the default ``--url``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from engine.app import Engine
+from engine.errors import ConfigurationError, RaftflowError
+
+
+def load_engine(spec: str) -> Engine:
+    """``module:attribute`` (``engine.demo:engine``) to the Engine it names."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"expected module:attribute, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    engine = getattr(module, attribute, None)
+    if not isinstance(engine, Engine):
+        raise ConfigurationError(f"{spec} is not an Engine (found {type(engine).__name__})")
+    return engine
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # httpx logs every request at INFO; that is noise for a worker.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    _configure_logging(args.verbose)
+    engine = load_engine(args.app)
+    if args.url:
+        engine.connect(args.url)
+    engine.run_worker(
+        concurrency=args.concurrency,
+        worker_id=args.worker_id,
+        min_priority=args.min_priority,
+        visibility=args.visibility,
+    )
+    return 0
+
+
+def cmd_executions(args: argparse.Namespace) -> int:
+    engine = load_engine(args.app)
+    if args.url:
+        engine.connect(args.url)
+    for record in engine.list(status=args.status, limit=args.limit):
+        print(f"{record.id}  {record.workflow:<24} {record.status.value:<10} "
+              f"steps={record.steps_done}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engine import demo
+
+    if args.cluster:
+        return _demo_on_cluster(args.executions, args.workers)
+    url = args.url or os.environ.get("RAFTFLOW_URL")
+    with tempfile.TemporaryDirectory(prefix="raftflow-demo-") as folder:
+        url = url or f"sqlite:///{os.path.join(folder, 'demo.db')}"
+        print(f"raftflow demo: {args.executions} checkouts on {url}")
+        demo.engine.connect(url)
+        started = time.perf_counter()
+        handles = [demo.engine.start(demo.checkout, order) for order in demo.orders(args.executions)]
+        with demo.engine.running_worker(concurrency=4):
+            receipts = [handle.result(timeout=60) for handle in handles]
+        elapsed = time.perf_counter() - started
+        _print_receipts(demo.engine, handles, receipts, elapsed)
+        demo.engine.close()
+    return 0
+
+
+def _demo_on_cluster(executions: int, workers: int) -> int:
+    from engine import demo
+    from transports.rqlite.cluster import LocalCluster
+
+    print(f"raftflow demo: starting a local 3-node rqlite cluster and {workers} workers")
+    with LocalCluster(3) as cluster:
+        hosts = [url.split("://", 1)[1] for url in cluster.urls]
+        processes = []
+        try:
+            for i in range(workers):
+                # Each worker enters the cluster through a different node.
+                order = hosts[i % len(hosts):] + hosts[: i % len(hosts)]
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "engine.cli", "worker", "engine.demo:engine",
+                         "--url", "http://" + ",".join(order), "--concurrency", "4"],
+                    )
+                )
+            demo.engine.connect("http://" + ",".join(hosts))
+            print(f"nodes: {', '.join(cluster.urls)}; leader: {cluster.leader().url}")
+            started = time.perf_counter()
+            handles = [demo.engine.start(demo.checkout, order) for order in demo.orders(executions)]
+            receipts = [handle.result(timeout=120) for handle in handles]
+            elapsed = time.perf_counter() - started
+            _print_receipts(demo.engine, handles, receipts, elapsed)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            demo.engine.close()
+    return 0
+
+
+def _print_receipts(engine: Engine, handles: Sequence[Any], receipts: Sequence[Any],
+                    elapsed: float) -> None:
+    spread: dict[str, int] = {}
+    for handle, receipt in zip(handles, receipts):
+        steps = handle.steps()
+        for worker in receipt.workers:
+            spread[worker] = spread.get(worker, 0) + 1
+        print(f"  {receipt.order_id}: {handle.status().value}, {len(steps)} steps "
+              f"[{', '.join(s.name for s in steps)}] -> {receipt.tracking} "
+              f"(ran on {', '.join(sorted(set(receipt.workers)))})")
+    total = sum(spread.values())
+    print(f"{len(receipts)} executions, {total} steps, all succeeded in {elapsed:.2f}s; "
+          f"steps per worker: {dict(sorted(spread.items()))}")
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from transports.rqlite import cluster
+
+    argv = ["--nodes", str(args.nodes)]
+    if args.base_dir:
+        argv += ["--base-dir", args.base_dir]
+    return int(cluster.main(argv) or 0)
+
+
+def cmd_install_rqlite(args: argparse.Namespace) -> int:
+    from transports.rqlite import runtime
+
+    path = runtime.install_rqlite()
+    print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftflow", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    default_url = os.environ.get("RAFTFLOW_URL")
+
+    worker = commands.add_parser("worker", help="run a worker for an app's engine")
+    worker.add_argument("app", help="module:attribute of the Engine, e.g. myapp:engine")
+    worker.add_argument("--url", default=default_url,
+                        help="backend URL (http://host:4001[,host:4003] or sqlite:///file.db)")
+    worker.add_argument("--concurrency", type=int, default=4)
+    worker.add_argument("--worker-id")
+    worker.add_argument("--min-priority", type=int, default=0)
+    worker.add_argument("--visibility", type=float, default=30.0)
+    worker.add_argument("-v", "--verbose", action="store_true")
+    worker.set_defaults(run=cmd_worker)
+
+    executions = commands.add_parser("executions", help="list an app's executions")
+    executions.add_argument("app")
+    executions.add_argument("--url", default=default_url)
+    executions.add_argument("--status")
+    executions.add_argument("--limit", type=int, default=50)
+    executions.set_defaults(run=cmd_executions)
+
+    demo = commands.add_parser("demo", help="run the checkout demo")
+    demo.add_argument("--url", help="backend URL (default: a temporary SQLite file)")
+    demo.add_argument("--cluster", action="store_true",
+                      help="run on a local 3-node rqlite cluster with worker processes")
+    demo.add_argument("--executions", type=int, default=10)
+    demo.add_argument("--workers", type=int, default=2)
+    demo.set_defaults(run=cmd_demo)
+
+    cluster = commands.add_parser("cluster", help="run a local rqlite cluster until Ctrl-C")
+    cluster.add_argument("--nodes", type=int, default=3)
+    cluster.add_argument("--base-dir")
+    cluster.set_defaults(run=cmd_cluster)
+
+    install = commands.add_parser("install-rqlite", help="install rqlited into .rqlite/")
+    install.set_defaults(run=cmd_install_rqlite)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except RaftflowError as exc:
+        print(f"raftflow: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
