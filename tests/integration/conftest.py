@@ -1,0 +1,62 @@
+"""Transports and stores on the session's shared 3-node cluster, tables emptied per test.
+
+``make_transport`` is parametrized over the three ways to talk to rqlite -- the sync
+transport on httpx, the sync transport on requests, the async twin (driven through
+:class:`~tests.support.SyncView`) -- so one test body covers all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support import LoopThread, SyncView, clear_tables
+from transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from transports.rqlite.cluster import LocalCluster
+
+TRANSPORT_KINDS = ["httpx", "requests", "async"]
+
+
+@pytest.fixture
+def cluster(rqlite_cluster: LocalCluster) -> LocalCluster:
+    """The shared cluster with raftflow's tables emptied."""
+    clear_tables(rqlite_cluster.url)
+    return rqlite_cluster
+
+
+@pytest.fixture(params=TRANSPORT_KINDS)
+def transport_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_transport(
+    transport_kind: str, cluster: LocalCluster, loop_thread: LoopThread
+) -> Iterator[Callable[..., Any]]:
+    """``make_transport(urls=None, **options)``: a transport of this test's kind, closed at
+    teardown. Async twins come wrapped in a SyncView."""
+    opened: list[Any] = []
+
+    def make(urls: Any = None, **options: Any) -> Any:
+        urls = urls or cluster.urls
+        if transport_kind == "async":
+            twin = loop_thread.run(AsyncRqliteTransport.from_url(urls, **options))
+            opened.append(twin)
+            return SyncView(twin, loop_thread)
+        transport = RqliteTransport.from_url(urls, http=transport_kind, **options)
+        opened.append(transport)
+        return transport
+
+    yield make
+    for transport in opened:
+        if isinstance(transport, AsyncRqliteTransport):
+            loop_thread.run(transport.close())
+        else:
+            transport.close()
+
+
+@pytest.fixture
+def transport(make_transport: Callable[..., Any]) -> Any:
+    return make_transport()
