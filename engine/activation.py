@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pydantic
+from pydantic_core import PydanticSerializationError
 
 from engine.errors import (
     InputValidationError,
@@ -163,9 +164,7 @@ class Activation:
                 raise StepError(step.name, _error(record)) from exc
         return self._result(step, record)
 
-    async def acall_step(
-        self, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+    async def acall_step(self, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step call from an async workflow (awaited on the worker's loop)."""
         idx, record = self._begin(step)
         if record is None:
@@ -249,7 +248,7 @@ class Activation:
                     what=f"result of step {step.name!r}",
                     limit=self.runtime.max_payload_bytes,
                 )
-            except (pydantic.ValidationError, pydantic.PydanticSerializationError) as bad:
+            except (pydantic.ValidationError, PydanticSerializationError) as bad:
                 exc = InvalidArgumentError(
                     f"result of step {step.name!r} does not match its annotation "
                     f"{step.output.annotation!r}: {bad}"
@@ -289,7 +288,7 @@ class Activation:
                     what=f"result of workflow {self.workflow.name!r}",
                     limit=self.runtime.max_payload_bytes,
                 )
-            except (pydantic.ValidationError, pydantic.PydanticSerializationError) as bad:
+            except (pydantic.ValidationError, PydanticSerializationError) as bad:
                 exc = InvalidArgumentError(
                     f"result of workflow {self.workflow.name!r} does not match its "
                     f"annotation {self.workflow.output.annotation!r}: {bad}"

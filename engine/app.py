@@ -146,7 +146,9 @@ class Engine:
         """Async twins on one new async connection, for a worker's event loop."""
         transport, store = self._backend()
         connection = transport.connection.to_async()
-        return AsyncSqlTransport(connection, transport.flows), AsyncSqlStore(connection, store.flows)
+        return AsyncSqlTransport(connection, transport.flows), AsyncSqlStore(
+            connection, store.flows
+        )
 
     def close(self) -> None:
         with self._lock:

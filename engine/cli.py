@@ -65,8 +65,10 @@ def cmd_executions(args: argparse.Namespace) -> int:
     if args.url:
         engine.connect(args.url)
     for record in engine.list(status=args.status, limit=args.limit):
-        print(f"{record.id}  {record.workflow:<24} {record.status.value:<10} "
-              f"steps={record.steps_done}")
+        print(
+            f"{record.id}  {record.workflow:<24} {record.status.value:<10} "
+            f"steps={record.steps_done}"
+        )
     return 0
 
 
@@ -81,7 +83,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"raftflow demo: {args.executions} checkouts on {url}")
         demo.engine.connect(url)
         started = time.perf_counter()
-        handles = [demo.engine.start(demo.checkout, order) for order in demo.orders(args.executions)]
+        handles = [
+            demo.engine.start(demo.checkout, order) for order in demo.orders(args.executions)
+        ]
         with demo.engine.running_worker(concurrency=4):
             receipts = [handle.result(timeout=60) for handle in handles]
         elapsed = time.perf_counter() - started
@@ -101,11 +105,20 @@ def _demo_on_cluster(executions: int, workers: int) -> int:
         try:
             for i in range(workers):
                 # Each worker enters the cluster through a different node.
-                order = hosts[i % len(hosts):] + hosts[: i % len(hosts)]
+                order = hosts[i % len(hosts) :] + hosts[: i % len(hosts)]
                 processes.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "engine.cli", "worker", "engine.demo:engine",
-                         "--url", "http://" + ",".join(order), "--concurrency", "4"],
+                        [
+                            sys.executable,
+                            "-m",
+                            "engine.cli",
+                            "worker",
+                            "engine.demo:engine",
+                            "--url",
+                            "http://" + ",".join(order),
+                            "--concurrency",
+                            "4",
+                        ],
                     )
                 )
             demo.engine.connect("http://" + ",".join(hosts))
@@ -127,19 +140,24 @@ def _demo_on_cluster(executions: int, workers: int) -> int:
     return 0
 
 
-def _print_receipts(engine: Engine, handles: Sequence[Any], receipts: Sequence[Any],
-                    elapsed: float) -> None:
+def _print_receipts(
+    engine: Engine, handles: Sequence[Any], receipts: Sequence[Any], elapsed: float
+) -> None:
     spread: dict[str, int] = {}
     for handle, receipt in zip(handles, receipts):
         steps = handle.steps()
         for worker in receipt.workers:
             spread[worker] = spread.get(worker, 0) + 1
-        print(f"  {receipt.order_id}: {handle.status().value}, {len(steps)} steps "
-              f"[{', '.join(s.name for s in steps)}] -> {receipt.tracking} "
-              f"(ran on {', '.join(sorted(set(receipt.workers)))})")
+        print(
+            f"  {receipt.order_id}: {handle.status().value}, {len(steps)} steps "
+            f"[{', '.join(s.name for s in steps)}] -> {receipt.tracking} "
+            f"(ran on {', '.join(sorted(set(receipt.workers)))})"
+        )
     total = sum(spread.values())
-    print(f"{len(receipts)} executions, {total} steps, all succeeded in {elapsed:.2f}s; "
-          f"steps per worker: {dict(sorted(spread.items()))}")
+    print(
+        f"{len(receipts)} executions, {total} steps, all succeeded in {elapsed:.2f}s; "
+        f"steps per worker: {dict(sorted(spread.items()))}"
+    )
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -166,8 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run a worker for an app's engine")
     worker.add_argument("app", help="module:attribute of the Engine, e.g. myapp:engine")
-    worker.add_argument("--url", default=default_url,
-                        help="backend URL (http://host:4001[,host:4003] or sqlite:///file.db)")
+    worker.add_argument(
+        "--url",
+        default=default_url,
+        help="backend URL (http://host:4001[,host:4003] or sqlite:///file.db)",
+    )
     worker.add_argument("--concurrency", type=int, default=4)
     worker.add_argument("--worker-id")
     worker.add_argument("--min-priority", type=int, default=0)
@@ -184,8 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the checkout demo")
     demo.add_argument("--url", help="backend URL (default: a temporary SQLite file)")
-    demo.add_argument("--cluster", action="store_true",
-                      help="run on a local 3-node rqlite cluster with worker processes")
+    demo.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run on a local 3-node rqlite cluster with worker processes",
+    )
     demo.add_argument("--executions", type=int, default=10)
     demo.add_argument("--workers", type=int, default=2)
     demo.set_defaults(run=cmd_demo)

@@ -1,27 +1,27 @@
 """Every error raftflow raises, in one tree (importable from here)::
 
-    RaftflowError
-    ├── InvalidArgumentError (ValueError)   bad input at a public call; nothing was written
-    │   ├── PayloadTooLargeError             a JSON payload over the size limit
-    │   └── InputValidationError             workflow input fails its annotation
-    ├── ConfigurationError                  a URL or an option that cannot work
-    ├── DatabaseError                       the backend failed a request
-    │   ├── UnavailableError                no node / no leader within the retry budget
-    │   ├── AuthenticationError             rqlite answered 401
-    │   ├── StatementError                  one statement failed; names it
-    │   └── ProtocolError                   an answer rqlite would not send
-    ├── LeaseError                          a Lease that cannot be used
-    │   └── LeaseLostError                  it lapsed and another worker took over
-    ├── StoreError
-    │   └── ExecutionNotFoundError          no execution has this id
-    └── WorkflowError                       defining, starting and running workflows
-        ├── UnknownWorkflowError            not registered with this engine
-        ├── ExecutionConflictError          the id exists for another workflow
-        ├── StepError                       raised in a workflow when one of its steps failed
-        ├── NonDeterminismError             replay met a different step than recorded
-        ├── WorkflowFailedError             result() of a failed execution
-        ├── WorkflowCancelledError          result() of a cancelled execution
-        └── ResultTimeoutError (TimeoutError)  result() waited longer than its timeout
+RaftflowError
+├── InvalidArgumentError (ValueError)   bad input at a public call; nothing was written
+│   ├── PayloadTooLargeError             a JSON payload over the size limit
+│   └── InputValidationError             workflow input fails its annotation
+├── ConfigurationError                  a URL or an option that cannot work
+├── DatabaseError                       the backend failed a request
+│   ├── UnavailableError                no node / no leader within the retry budget
+│   ├── AuthenticationError             rqlite answered 401
+│   ├── StatementError                  one statement failed; names it
+│   └── ProtocolError                   an answer rqlite would not send
+├── LeaseError                          a Lease that cannot be used
+│   └── LeaseLostError                  it lapsed and another worker took over
+├── StoreError
+│   └── ExecutionNotFoundError          no execution has this id
+└── WorkflowError                       defining, starting and running workflows
+    ├── UnknownWorkflowError            not registered with this engine
+    ├── ExecutionConflictError          the id exists for another workflow
+    ├── StepError                       raised in a workflow when one of its steps failed
+    ├── NonDeterminismError             replay met a different step than recorded
+    ├── WorkflowFailedError             result() of a failed execution
+    ├── WorkflowCancelledError          result() of a cancelled execution
+    └── ResultTimeoutError (TimeoutError)  result() waited longer than its timeout
 """
 
 from __future__ import annotations

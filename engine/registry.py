@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
+from pydantic_core import PydanticSerializationError
 
 from engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
 from transports.payload import check_id
@@ -68,7 +69,7 @@ class StepDef:
     def of(cls, fn: Callable[..., Any], name: str | None) -> StepDef:
         hints = _hints(fn)
         return cls(
-            name=check_id(name or fn.__qualname__, what="step name"),
+            name=check_id(name or fn.__name__, what="step name"),
             fn=fn,
             is_async=_is_async(fn),
             output=Codec.of(hints["return"]) if "return" in hints else ANY,
@@ -98,7 +99,7 @@ class WorkflowDef:
         if params:
             input_codec = Codec.of(hints.get(params[0].name, Any))
         return cls(
-            name=check_id(name or fn.__qualname__, what="workflow name"),
+            name=check_id(name or fn.__name__, what="workflow name"),
             fn=fn,
             is_async=_is_async(fn),
             input=input_codec,
@@ -117,7 +118,7 @@ class WorkflowDef:
             raise InputValidationError(
                 f"input of workflow {self.name!r} is invalid: {exc}"
             ) from None
-        except pydantic.PydanticSerializationError as exc:
+        except PydanticSerializationError as exc:
             raise InputValidationError(
                 f"input of workflow {self.name!r} cannot be serialized: {exc}"
             ) from None
@@ -161,4 +162,3 @@ class Registry:
                 f"{shown!r} is not a workflow registered with this engine (@engine.workflow)"
             )
         return definition
-

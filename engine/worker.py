@@ -17,6 +17,7 @@ event -- at worst its lease lapses and the event is delivered again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -195,10 +196,8 @@ class Worker:
         self._slot_freed.set()
 
     async def _until(self, event: asyncio.Event, timeout: float | None) -> None:
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
 
     async def _claim(
         self, limit: int
@@ -238,7 +237,9 @@ class Worker:
                 )
                 log.error(
                     "execution %s: %s; parked for %gs",
-                    record.id, what, self.options.park_unknown,
+                    record.id,
+                    what,
+                    self.options.park_unknown,
                 )
                 await self._park(lease, self.options.park_unknown)
                 return
@@ -276,7 +277,9 @@ class Worker:
                 ]
                 if not due:
                     continue
-                request = self._queue.extend_request([lease for _, lease, _ in due], now, visibility)
+                request = self._queue.extend_request(
+                    [lease for _, lease, _ in due], now, visibility
+                )
                 response = await self._conn.send(request)
             except RaftflowError as exc:
                 log.warning("worker %s: heartbeat failed: %s", self.worker_id, exc)
@@ -297,7 +300,7 @@ class Worker:
         if not self._tasks:
             return
         log.info("worker %s draining %d executions", self.worker_id, len(self._tasks))
-        done, pending = await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout)
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout)
         for task in pending:
             task.cancel()
         if pending:
@@ -341,8 +344,7 @@ class Committer:
             now = await adrive(self._conn, self._queue.clock.now())
             expiry = now + self._options.visibility
             commits = [
-                replace(c, now=now, next_expiry=expiry if c.next_token else None)
-                for c, _ in batch
+                replace(c, now=now, next_expiry=expiry if c.next_token else None) for c, _ in batch
             ]
             response = await self._conn.send(commit_request(commits))
             self._stats.commit_requests += 1
@@ -359,4 +361,3 @@ class Committer:
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-

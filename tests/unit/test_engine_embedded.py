@@ -1,0 +1,310 @@
+"""The engine's semantics on the embedded backend (an in-memory SQLite database).
+
+The same engine code runs on rqlite; tests/integration covers it there with real
+processes and real faults. These pin down the model: typed results, step errors,
+replay without re-running steps, idempotent starts, bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from engine import (
+    Engine,
+    ExecutionConflictError,
+    ExecutionNotFoundError,
+    InputValidationError,
+    ResultTimeoutError,
+    Status,
+    StepError,
+    UnknownWorkflowError,
+    WorkflowFailedError,
+)
+
+
+class Order(BaseModel):
+    id: str
+    amount: float
+
+
+class Receipt(BaseModel):
+    id: str
+    charged: float
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    engine = Engine.from_url("sqlite://")
+    yield engine
+    engine.close()
+
+
+def test_sync_workflow_returns_typed_result(engine: Engine) -> None:
+    @engine.step
+    def charge(order_id: str, amount: float) -> str:
+        return f"r-{order_id}-{amount}"
+
+    @engine.workflow
+    def checkout(order: Order) -> Receipt:
+        return Receipt(id=charge(order.id, order.amount), charged=order.amount)
+
+    handle = engine.start(checkout, Order(id="o1", amount=9.5))
+    assert handle.status() is Status.PENDING
+    with engine.running_worker(concurrency=2):
+        receipt = handle.result(timeout=10)
+    assert receipt == Receipt(id="r-o1-9.5", charged=9.5)
+    assert handle.status() is Status.SUCCEEDED
+    assert [(s.idx, s.name, s.output) for s in handle.steps()] == [(0, "charge", "r-o1-9.5")]
+
+
+def test_async_workflow_with_sync_and_async_steps(engine: Engine) -> None:
+    threads: list[str] = []
+
+    @engine.step
+    def blocking(x: int) -> int:
+        threads.append(threading.current_thread().name)
+        return x + 1
+
+    @engine.step
+    async def non_blocking(x: int) -> int:
+        await asyncio.sleep(0)
+        return x * 10
+
+    @engine.workflow
+    async def pipeline(x: int) -> int:
+        return await non_blocking(await blocking(x))
+
+    handle = engine.start(pipeline, 4)
+    with engine.running_worker():
+        assert handle.result(timeout=10) == 50
+    assert threads and threads[0] != "raftflow-worker"  # the sync step ran off the loop
+
+
+def test_input_is_validated_at_start_and_nothing_is_written(engine: Engine) -> None:
+    @engine.workflow
+    def checkout(order: Order) -> Receipt:
+        return Receipt(id=order.id, charged=order.amount)
+
+    with pytest.raises(InputValidationError, match="amount"):
+        engine.start(checkout, {"id": "o1", "amount": "lots"})
+    assert engine.list() == []
+    assert engine.transport.stats().messages == 0
+
+
+def test_dict_input_is_validated_into_the_model(engine: Engine) -> None:
+    @engine.workflow
+    def checkout(order: Order) -> float:
+        assert isinstance(order, Order)
+        return order.amount * 2
+
+    handle = engine.start(checkout, {"id": "o1", "amount": "2.5"})
+    with engine.running_worker():
+        assert handle.result(timeout=10) == 5.0
+
+
+def test_unregistered_workflow_is_refused(engine: Engine) -> None:
+    def not_registered(x: int) -> int:
+        return x
+
+    with pytest.raises(UnknownWorkflowError):
+        engine.start(not_registered, 1)
+    with pytest.raises(UnknownWorkflowError):
+        engine.start("no-such-workflow", 1)
+    assert engine.list() == []
+
+
+def test_step_error_reaches_the_workflow_as_step_error(engine: Engine) -> None:
+    @engine.step
+    def flaky(x: int) -> int:
+        raise ValueError(f"bad {x}")
+
+    @engine.workflow
+    def tolerant(x: int) -> str:
+        try:
+            flaky(x)
+        except StepError as exc:
+            return f"{exc.error.type}: {exc.error.message}"
+        return "no error"
+
+    handle = engine.start(tolerant, 7)
+    with engine.running_worker():
+        assert handle.result(timeout=10) == "ValueError: bad 7"
+    [step] = handle.steps()
+    assert not step.succeeded and step.error is not None and step.error.type == "ValueError"
+
+
+def test_failed_workflow_raises_typed_error_with_traceback(engine: Engine) -> None:
+    @engine.workflow
+    def broken(x: int) -> int:
+        raise KeyError(f"missing {x}")
+
+    handle = engine.start(broken, 3)
+    with engine.running_worker(), pytest.raises(WorkflowFailedError) as caught:
+        handle.result(timeout=10)
+    assert caught.value.error.type == "KeyError"
+    assert "missing 3" in caught.value.error.message
+    assert "raise KeyError" in caught.value.error.traceback
+    assert handle.status() is Status.FAILED
+
+
+def test_unserializable_step_result_fails_the_step_clearly(engine: Engine) -> None:
+    @engine.step
+    def handle_of_file() -> Any:
+        return object()
+
+    @engine.workflow
+    def leaky() -> None:
+        handle_of_file()
+
+    handle = engine.start(leaky)
+    with engine.running_worker(), pytest.raises(WorkflowFailedError) as caught:
+        handle.result(timeout=10)
+    assert "not JSON-serializable" in caught.value.error.message or "serialize" in (
+        caught.value.error.message
+    )
+
+
+def test_result_not_matching_annotation_fails_the_execution(engine: Engine) -> None:
+    @engine.workflow
+    def liar() -> int:
+        return "not an int"  # type: ignore[return-value]
+
+    handle = engine.start(liar)
+    with engine.running_worker(), pytest.raises(WorkflowFailedError, match="annotation"):
+        handle.result(timeout=10)
+
+
+def test_start_with_execution_id_is_idempotent(engine: Engine) -> None:
+    runs = Counter[str]()
+
+    @engine.step
+    def work(x: int) -> int:
+        runs["work"] += 1
+        return x
+
+    @engine.workflow
+    def once(x: int) -> int:
+        return work(x)
+
+    @engine.workflow
+    def other(x: int) -> int:
+        return x
+
+    first = engine.start(once, 1, execution_id="fixed-id")
+    second = engine.start(once, 2, execution_id="fixed-id")
+    assert first.created and not second.created
+    assert len(engine.list()) == 1
+    with pytest.raises(ExecutionConflictError):
+        engine.start(other, 1, execution_id="fixed-id")
+    with engine.running_worker():
+        assert second.result(timeout=10) == 1  # the first input won
+    assert runs["work"] == 1
+
+
+def test_replay_reuses_recorded_steps(engine: Engine) -> None:
+    """With one step per turn every step ends the worker's turn: the next claim replays
+    the workflow from the start, and recorded steps return without running again."""
+    step_runs = Counter[int]()
+    body_runs = 0
+
+    @engine.step
+    def square(i: int) -> int:
+        step_runs[i] += 1
+        return i * i
+
+    @engine.workflow
+    def squares(n: int) -> list[int]:
+        nonlocal body_runs
+        body_runs += 1
+        return [square(i) for i in range(n)]
+
+    handle = engine.start(squares, 5)
+    with engine.running_worker(steps_per_turn=1):
+        assert handle.result(timeout=10) == [0, 1, 4, 9, 16]
+    assert step_runs == Counter({i: 1 for i in range(5)})  # never twice
+    assert body_runs >= 5  # replayed after every step
+
+
+def test_nondeterministic_workflow_fails_with_a_clear_error(engine: Engine) -> None:
+    calls = 0
+
+    @engine.step
+    def first() -> int:
+        return 1
+
+    @engine.step
+    def second() -> int:
+        return 2
+
+    @engine.workflow
+    def fickle() -> int:
+        nonlocal calls
+        calls += 1
+        # Replays take another path than the first run: not allowed.
+        return first() if calls == 1 else second()
+
+    handle = engine.start(fickle)
+    with engine.running_worker(steps_per_turn=1), pytest.raises(WorkflowFailedError) as caught:
+        handle.result(timeout=10)
+    assert caught.value.error.type == "NonDeterminismError"
+
+
+def test_long_execution_does_not_starve_short_ones(engine: Engine) -> None:
+    finished: list[str] = []
+    lock = threading.Lock()
+
+    @engine.step
+    def tick(i: int) -> int:
+        return i
+
+    @engine.workflow
+    def run(spec: dict[str, Any]) -> str:
+        for i in range(spec["steps"]):
+            tick(i)
+        with lock:
+            finished.append(spec["name"])
+        return str(spec["name"])
+
+    long = engine.start(run, {"name": "long", "steps": 300})
+    shorts = [engine.start(run, {"name": f"short{i}", "steps": 3}) for i in range(5)]
+    with engine.running_worker(concurrency=1, steps_per_turn=8):
+        long.result(timeout=60)
+        for handle in shorts:
+            handle.result(timeout=60)
+    assert finished[-1] == "long", finished
+
+
+def test_get_list_and_timeouts(engine: Engine) -> None:
+    @engine.workflow
+    def noop() -> None:
+        return None
+
+    handle = engine.start(noop)
+    assert engine.get(handle.id).id == handle.id
+    with pytest.raises(ExecutionNotFoundError):
+        engine.get("nope")
+    with pytest.raises(ResultTimeoutError):
+        handle.result(timeout=0.05)  # no worker running
+    assert [r.id for r in engine.list(status="pending")] == [handle.id]
+    assert engine.list(status=Status.SUCCEEDED) == []
+
+
+def test_steps_called_outside_a_workflow_are_plain_calls(engine: Engine) -> None:
+    @engine.step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @engine.workflow
+    def wf(x: int) -> int:
+        return double(x)
+
+    assert double(3) == 6
+    assert wf(4) == 8  # calling a workflow directly runs it as plain Python
+    assert engine.list() == []
