@@ -1,0 +1,94 @@
+"""pytest fixtures that run real rqlite 8.26.8 clusters (entry point ``raftflow_rqlite``).
+
+Fixtures:
+
+- ``rqlited_path`` (session): the binary. Missing binary: a failure when ``$CI`` is set, a
+  skip with the install instruction otherwise.
+- ``rqlite_cluster`` (session): a shared 3-node :class:`LocalCluster` for tests that only read
+  and write. Don't kill or pause its nodes: use the factory for that.
+- ``rqlite_node`` (session): a shared 1-node cluster.
+- ``rqlite_cluster_factory`` (function): ``factory(size=3, **kwargs) -> LocalCluster`` starts a
+  dedicated cluster (kwargs as for :class:`LocalCluster`); all of them are stopped at teardown,
+  whether the test passed or not.
+
+At session end any rqlited started in this process and still alive is killed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transports.rqlite.cluster import LocalCluster, kill_all_started
+from transports.rqlite.runtime import RqliteNotFoundError, find_rqlited
+
+ClusterFactory = Callable[..., LocalCluster]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def rqlited_path() -> Path:
+    """Path of the rqlited binary; fails under CI and skips elsewhere when it is missing."""
+    try:
+        return find_rqlited()
+    except RqliteNotFoundError as exc:
+        if _in_ci():
+            pytest.fail(f"CI is set and rqlited is missing: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def rqlite_cluster(rqlited_path: Path) -> Iterator[LocalCluster]:
+    """A 3-node cluster shared by the whole session (read/write only: don't kill its nodes)."""
+    with LocalCluster(3, binary=rqlited_path) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def rqlite_node(rqlited_path: Path) -> Iterator[LocalCluster]:
+    """A 1-node cluster shared by the whole session."""
+    with LocalCluster(1, binary=rqlited_path) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def rqlite_cluster_factory(rqlited_path: Path) -> Iterator[ClusterFactory]:
+    """Start dedicated clusters (``factory(size=3, **kwargs)``); all stopped at teardown."""
+    clusters: list[LocalCluster] = []
+
+    def factory(size: int = 3, **kwargs: Any) -> LocalCluster:
+        kwargs.setdefault("binary", rqlited_path)
+        cluster = LocalCluster(size, **kwargs)
+        clusters.append(cluster)
+        cluster.start()
+        return cluster
+
+    try:
+        yield factory
+    finally:
+        errors: list[BaseException] = []
+        for cluster in reversed(clusters):
+            try:
+                cluster.stop()
+            except Exception as exc:  # stop the others anyway, then report
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+@pytest.hookimpl(trylast=True)  # after the session fixtures' own teardown
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Safety net: kill every rqlited this test process started that is still alive."""
+    leaked = kill_all_started()
+    if leaked:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"raftflow_rqlite: killed {len(leaked)} leaked rqlited process(es): {leaked}"
+        if reporter is not None:
+            reporter.write_line(message, yellow=True)
