@@ -9,6 +9,7 @@
 >>> handle = engine.start(total, [1, 2, 3])
 """
 
+from engine.activation import StepInfo, current_step
 from engine.app import Engine, open_backend
 from engine.errors import (
     ExecutionConflictError,
@@ -39,6 +40,7 @@ __all__ = [
     "ResultTimeoutError",
     "Status",
     "StepError",
+    "StepInfo",
     "StepRecord",
     "UnknownWorkflowError",
     "Worker",
@@ -47,5 +49,6 @@ __all__ = [
     "WorkflowError",
     "WorkflowFailedError",
     "WorkflowHandle",
+    "current_step",
     "open_backend",
 ]

@@ -20,7 +20,7 @@ import contextvars
 import logging
 import traceback
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -37,7 +37,7 @@ from engine.registry import StepDef, WorkflowDef
 from stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
 from stores.ops import Commit, CommitOutcome
 from transports.base import Lease
-from transports.errors import InvalidArgumentError
+from transports.errors import InvalidArgumentError, RaftflowError
 from transports.payload import from_json, to_json
 
 if TYPE_CHECKING:
@@ -48,6 +48,30 @@ log = logging.getLogger("raftflow.worker")
 _current: contextvars.ContextVar[Activation | None] = contextvars.ContextVar(
     "raftflow_activation", default=None
 )
+_step: contextvars.ContextVar[StepInfo | None] = contextvars.ContextVar(
+    "raftflow_step", default=None
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """Which step is running: see :func:`current_step`."""
+
+    execution_id: str
+    index: int
+    name: str
+
+    @property
+    def key(self) -> str:
+        """Stable across every run of this step of this execution: an idempotency key for
+        the external call the step makes, so that a re-run after a crash is recognized."""
+        return f"{self.execution_id}/{self.index}"
+
+
+def current_step() -> StepInfo | None:
+    """The step running here (inside a step function), or None."""
+    return _step.get()
+
 
 #: Longest traceback kept with an error (the tail is kept: it names the failing line).
 MAX_TRACEBACK_CHARS = 16_000
@@ -123,7 +147,10 @@ class Activation:
         finally:
             _current.reset(token)
         if final is not None:
-            self._conclude(final, self._wait(self._commit(final)))
+            try:
+                self._conclude(final, self._wait(self._commit(final)))
+            except Unwind:
+                return
 
     async def run_async(self) -> None:
         """Run an async workflow on the worker's event loop and commit its outcome."""
@@ -140,7 +167,10 @@ class Activation:
         finally:
             _current.reset(token)
         if final is not None:
-            self._conclude(final, await self._commit(final))
+            try:
+                self._conclude(final, await self._commit(final))
+            except Unwind:
+                return
 
     def _args(self) -> tuple[Any, ...]:
         try:
@@ -157,7 +187,8 @@ class Activation:
         idx, record = self._begin(step)
         if record is None:
             started = self.runtime.clock_estimate()
-            value, exc = self._guarded(lambda: self._invoke_sync(step, args, kwargs))
+            info = StepInfo(self.execution_id, idx, step.name)
+            value, exc = self._guarded(info, lambda: self._invoke_sync(step, args, kwargs))
             commit = self._step_commit(step, idx, started, value, exc)
             record = self._applied(commit, self._wait(self._commit(commit)))
             if exc is not None and not record.succeeded:
@@ -169,7 +200,8 @@ class Activation:
         idx, record = self._begin(step)
         if record is None:
             started = self.runtime.clock_estimate()
-            value, exc = await self._aguarded(self._invoke_async(step, args, kwargs))
+            info = StepInfo(self.execution_id, idx, step.name)
+            value, exc = await self._aguarded(info, lambda: self._invoke_async(step, args, kwargs))
             commit = self._step_commit(step, idx, started, value, exc)
             record = self._applied(commit, await self._commit(commit))
             if exc is not None and not record.succeeded:
@@ -178,7 +210,8 @@ class Activation:
 
     def _invoke_sync(self, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if step.is_async:
-            return self._wait(step.fn(*args, **kwargs))
+            # The loop's task does not inherit this thread's context: carry the step info.
+            return self._wait(_with_step(_step.get(), step.fn(*args, **kwargs)))
         return step.fn(*args, **kwargs)
 
     async def _invoke_async(
@@ -188,9 +221,9 @@ class Activation:
             return await step.fn(*args, **kwargs)
         return await asyncio.to_thread(step.fn, *args, **kwargs)
 
-    def _guarded(self, call: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    def _guarded(self, info: StepInfo, call: Callable[[], Any]) -> tuple[Any, Exception | None]:
         # Inside a step, step calls are plain calls: a step is one unit of work.
-        token = _current.set(None)
+        tokens = _current.set(None), _step.set(info)
         self.in_step = True
         try:
             return call(), None
@@ -198,18 +231,22 @@ class Activation:
             return None, exc
         finally:
             self.in_step = False
-            _current.reset(token)
+            _step.reset(tokens[1])
+            _current.reset(tokens[0])
 
-    async def _aguarded(self, call: Coroutine[Any, Any, Any]) -> tuple[Any, Exception | None]:
-        token = _current.set(None)
+    async def _aguarded(
+        self, info: StepInfo, call: Callable[[], Coroutine[Any, Any, Any]]
+    ) -> tuple[Any, Exception | None]:
+        tokens = _current.set(None), _step.set(info)
         self.in_step = True
         try:
-            return await call, None
+            return await call(), None
         except Exception as exc:
             return None, exc
         finally:
             self.in_step = False
-            _current.reset(token)
+            _step.reset(tokens[1])
+            _current.reset(tokens[0])
 
     def _begin(self, step: StepDef) -> tuple[int, StepRecord | None]:
         if self.in_step:
@@ -359,17 +396,36 @@ class Activation:
             )
 
     async def _commit(self, commit: Commit) -> CommitOutcome:
-        """Send a commit through the worker's committer (always on the worker's loop)."""
+        """Send a commit through the worker's committer (always on the worker's loop).
+
+        A commit that cannot be sent within the retry budget is not the workflow's
+        failure: the run unwinds (past any ``except Exception`` in workflow code), the
+        lease lapses, and the event is delivered again -- to find the commit applied, if
+        it was, or to redo the step.
+        """
         self.committing = True
         self.commits += 1
         try:
             return await self.runtime.commit(commit)
+        except RaftflowError as exc:
+            self.held = False
+            log.warning(
+                "execution %s: commit failed (%s); its lease will lapse and it will be retried",
+                self.execution_id,
+                exc,
+            )
+            raise Unwind() from exc
         finally:
             self.committing = False
 
     def _wait(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the worker's loop from a workflow thread and wait for it."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.runtime.loop).result()
+
+
+async def _with_step(info: StepInfo | None, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    _step.set(info)
+    return await coroutine
 
 
 def _error(record: StepRecord) -> ErrorInfo:

@@ -20,24 +20,8 @@ from transports.db import Request, Response, Result
 from transports.errors import (
     AuthenticationError,
     ConfigurationError,
-    DatabaseError,
     ProtocolError,
     UnavailableError,
-)
-
-# rqlite answers HTTP 200 with a top-level "error" when a request met a leader change;
-# such a write may or may not have been applied.
-_TRANSIENT_MARKERS = (
-    "leader",
-    "leadership",
-    "not found",
-    "timeout",
-    "timed out",
-    "connection refused",
-    "unavailable",
-    "shutdown",
-    "forward",
-    "eof",
 )
 
 
@@ -244,8 +228,9 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
             problem = _top_level_error(reply.body)
             if problem is None:
                 return decode(request, reply.body, ambiguous)
-            if not _is_transient(problem):
-                raise DatabaseError(f"rqlite refused the request: {problem}")
+            # A top-level error is the cluster's, never the statements' (those are
+            # per result): forwarding to a leader that died, leadership lost while
+            # committing... Retry; a write may have been applied.
             ambiguous = ambiguous or writes
             last_problem = f"{node}: {problem}"
         elif isinstance(reply, HttpReply):
@@ -286,11 +271,6 @@ def _top_level_error(body: bytes) -> str | None:
     if isinstance(payload, dict) and payload.get("error"):
         return str(payload["error"])
     return None
-
-
-def _is_transient(problem: str) -> bool:
-    lowered = problem.lower()
-    return any(marker in lowered for marker in _TRANSIENT_MARKERS)
 
 
 def _excerpt(body: bytes, limit: int = 200) -> str:

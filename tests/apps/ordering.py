@@ -1,0 +1,97 @@
+"""Workflows for the engine's multi-process tests. Worker processes import this module:
+``python -m engine.cli worker tests.apps.ordering:engine --url ...``.
+
+Every step appends one JSON line per run to ``<log_dir>/<pid>.jsonl``: (execution, index,
+start, end, pid). The tests read those logs to check order, overlap and re-runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine import Engine, current_step
+
+engine = Engine()
+
+
+class Spec(BaseModel):
+    log_dir: str
+    steps: int = 5
+    sleep: float = 0.005
+    # Fault hooks: the step at `block_at` writes `<log_dir>/blocked-<execution>` with its
+    # pid and sleeps `block_for` seconds -- only on its first run (a marker file says).
+    block_at: int | None = None
+    block_for: float = 0.0
+
+
+def _log(spec: Spec, index: int, start: float, end: float) -> None:
+    info = current_step()
+    assert info is not None and info.index == index
+    line = {
+        "execution": info.execution_id,
+        "index": index,
+        "start": start,
+        "end": end,
+        "pid": os.getpid(),
+    }
+    with open(os.path.join(spec.log_dir, f"{os.getpid()}.jsonl"), "a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+def _maybe_block(spec: Spec, index: int) -> float:
+    info = current_step()
+    assert info is not None
+    if spec.block_at != index:
+        return spec.sleep
+    marker = os.path.join(spec.log_dir, f"blocked-{info.execution_id}")
+    try:
+        with open(marker, "x") as file:  # only the first run blocks
+            file.write(str(os.getpid()))
+    except FileExistsError:
+        return spec.sleep
+    return spec.block_for
+
+
+@engine.step
+def numbered(spec: Spec, index: int) -> int:
+    start = time.time()
+    time.sleep(_maybe_block(spec, index))
+    _log(spec, index, start, time.time())
+    return index * index
+
+
+@engine.step
+async def anumbered(spec: Spec, index: int) -> int:
+    start = time.time()
+    await asyncio.sleep(_maybe_block(spec, index))
+    _log(spec, index, start, time.time())
+    return index * index
+
+
+@engine.workflow
+def sequence(spec: Spec) -> list[int]:
+    return [numbered(spec, i) for i in range(spec.steps)]
+
+
+@engine.workflow
+async def asequence(spec: Spec) -> list[int]:
+    return [await anumbered(spec, i) for i in range(spec.steps)]
+
+
+def expected(spec: Spec) -> list[int]:
+    return [i * i for i in range(spec.steps)]
+
+
+def read_logs(log_dir: str) -> list[dict[str, Any]]:
+    runs = []
+    for name in sorted(os.listdir(log_dir)):
+        if name.endswith(".jsonl"):
+            with open(os.path.join(log_dir, name)) as file:
+                runs.extend(json.loads(line) for line in file if line.strip())
+    return runs
