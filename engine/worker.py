@@ -110,6 +110,11 @@ class Worker:
             self.stats.fenced += 1
         return outcome
 
+    @property
+    def round_trips(self) -> int:
+        """HTTP requests (or SQLite requests) this worker has sent so far."""
+        return int(getattr(self._conn, "round_trips", 0)) if self._conn is not None else 0
+
     def clock_estimate(self) -> float:
         return self._queue.clock.estimate()
 
@@ -153,7 +158,16 @@ class Worker:
             await transport.close()
             if store.connection is not transport.connection:
                 await store.close()
-            log.info("worker %s stopped", self.worker_id)
+            log.info(
+                "worker %s stopped: %d steps, %d commits in %d requests, %d claims, "
+                "%d round trips",
+                self.worker_id,
+                self.stats.steps,
+                self.stats.commits,
+                self.stats.commit_requests,
+                self.stats.claims,
+                self.round_trips,
+            )
 
     async def _claim_loop(self, pool: ThreadPoolExecutor) -> None:
         assert self._stopping is not None and self._slot_freed is not None
