@@ -33,13 +33,21 @@ from stores.base import ExecutionRecord, StepRecord
 from stores.ops import Commit, CommitOutcome, StoreFlows, commit_request, outcomes_from
 from transports.base import Lease
 from transports.db import AsyncConnection, adrive
-from transports.errors import RaftflowError
+from transports.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    ProtocolError,
+    RaftflowError,
+)
 from transports.queue import QueueFlows
 
 if TYPE_CHECKING:
     from engine.app import Engine
 
 log = logging.getLogger("raftflow.worker")
+
+#: Errors a worker does not retry: it stops and raises them.
+FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,8 @@ class Worker:
                         poll = min(poll * 2, options.max_poll_interval)
                         continue
                 claimed = await self._claim(free)
+            except FATAL_ERRORS:
+                raise  # retrying cannot help: credentials, permissions, a bug
             except RaftflowError as exc:
                 log.warning("worker %s: claim failed, retrying: %s", self.worker_id, exc)
                 await self._until(self._stopping, options.retry_delay)
