@@ -50,7 +50,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _configure_logging(args.verbose)
     engine = load_engine(args.app)
     if args.url:
-        engine.connect(args.url)
+        engine.connect(args.url, **_rqlite_options(args))
     engine.run_worker(
         concurrency=args.concurrency,
         worker_id=args.worker_id,
@@ -58,6 +58,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
         visibility=args.visibility,
     )
     return 0
+
+
+def _rqlite_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Client options for an rqlite URL (a sqlite URL takes none)."""
+    if not args.url or args.url.startswith("sqlite:"):
+        return {}
+    options: dict[str, Any] = {}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    if args.retry_timeout is not None:
+        options["retry_timeout"] = args.retry_timeout
+    if args.ca_file:
+        options["verify"] = args.ca_file
+    elif args.insecure:
+        options["verify"] = False
+    return options
 
 
 def cmd_executions(args: argparse.Namespace) -> int:
@@ -193,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--worker-id")
     worker.add_argument("--min-priority", type=int, default=0)
     worker.add_argument("--visibility", type=float, default=30.0)
+    worker.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (10)")
+    worker.add_argument("--retry-timeout", type=float,
+                        help="seconds of retries across nodes for one request (15)")
+    worker.add_argument("--ca-file", help="CA bundle to verify rqlite's HTTPS certificate")
+    worker.add_argument("--insecure", action="store_true",
+                        help="do not verify rqlite's HTTPS certificate")
     worker.add_argument("-v", "--verbose", action="store_true")
     worker.set_defaults(run=cmd_worker)
 
