@@ -21,7 +21,7 @@ import logging
 import traceback
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pydantic
 from pydantic_core import PydanticSerializationError
@@ -39,9 +39,6 @@ from stores.ops import Commit, CommitOutcome
 from transports.base import Lease
 from transports.errors import InvalidArgumentError, RaftflowError
 from transports.payload import from_json, to_json
-
-if TYPE_CHECKING:
-    from engine.worker import Runtime
 
 log = logging.getLogger("raftflow.worker")
 
@@ -75,6 +72,20 @@ def current_step() -> StepInfo | None:
 
 #: Longest traceback kept with an error (the tail is kept: it names the failing line).
 MAX_TRACEBACK_CHARS = 16_000
+
+
+class Runtime(Protocol):
+    """What an activation needs from the worker that runs it."""
+
+    loop: asyncio.AbstractEventLoop
+    worker_id: str
+    max_payload_bytes: int
+
+    async def commit(self, commit: Commit) -> CommitOutcome: ...
+
+    def clock_estimate(self) -> float: ...
+
+    def keep_turn(self, activation: Activation) -> bool: ...
 
 
 def current() -> Activation | None:

@@ -168,9 +168,9 @@ class Engine:
     def workflow(self, fn: F, /) -> F: ...
 
     @overload
-    def workflow(self, *, name: str | None = None) -> Callable[[F], F]: ...
+    def workflow(self, fn: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
 
-    def workflow(self, fn: F | None = None, /, *, name: str | None = None) -> Any:
+    def workflow(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
         """Register a workflow: a sync or async function of one input argument.
 
         Calling the function directly still runs it as plain Python (steps included).
@@ -188,9 +188,9 @@ class Engine:
     def step(self, fn: F, /) -> F: ...
 
     @overload
-    def step(self, *, name: str | None = None) -> Callable[[F], F]: ...
+    def step(self, fn: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
 
-    def step(self, fn: F | None = None, /, *, name: str | None = None) -> Any:
+    def step(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
         """Register a step: its result is checkpointed, so it runs once per execution
         (at least once: again only if a worker dies before recording it).
 

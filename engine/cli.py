@@ -210,11 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--min-priority", type=int, default=0)
     worker.add_argument("--visibility", type=float, default=30.0)
     worker.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (10)")
-    worker.add_argument("--retry-timeout", type=float,
-                        help="seconds of retries across nodes for one request (15)")
+    worker.add_argument(
+        "--retry-timeout", type=float, help="seconds of retries across nodes for one request (15)"
+    )
     worker.add_argument("--ca-file", help="CA bundle to verify rqlite's HTTPS certificate")
-    worker.add_argument("--insecure", action="store_true",
-                        help="do not verify rqlite's HTTPS certificate")
+    worker.add_argument(
+        "--insecure", action="store_true", help="do not verify rqlite's HTTPS certificate"
+    )
     worker.add_argument("-v", "--verbose", action="store_true")
     worker.set_defaults(run=cmd_worker)
 

@@ -167,8 +167,7 @@ class Worker:
             if store.connection is not transport.connection:
                 await store.close()
             log.info(
-                "worker %s stopped: %d steps, %d commits in %d requests, %d claims, "
-                "%d round trips",
+                "worker %s stopped: %d steps, %d commits in %d requests, %d claims, %d round trips",
                 self.worker_id,
                 self.stats.steps,
                 self.stats.commits,

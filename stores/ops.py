@@ -8,6 +8,7 @@ relies on it -- it reads the state it replays in the same Raft entry as its clai
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ class StoreFlows:
         row = response.raise_for_errors()[0].first()
         return None if row is None else execution_from_row(row)
 
-    def list(self, status: Status | None, limit: int) -> Flow[list[ExecutionRecord]]:
+    def list(self, status: Status | None, limit: int) -> Flow[builtins.list[ExecutionRecord]]:
         if (
             isinstance(limit, bool)
             or not isinstance(limit, int)
@@ -174,7 +175,7 @@ class StoreFlows:
         response = yield Request((statement,), level="weak")
         return [execution_from_row(row) for row in response.raise_for_errors()[0].dicts()]
 
-    def steps(self, execution_id: str) -> Flow[list[StepRecord]]:
+    def steps(self, execution_id: str) -> Flow[builtins.list[StepRecord]]:
         check_id(execution_id, what="execution_id")
         response = yield Request((QUERIES("steps", {"id": execution_id}),), level="weak")
         return [step_from_row(row) for row in response.raise_for_errors()[0].dicts()]
@@ -206,12 +207,12 @@ class StoreFlows:
     @staticmethod
     def context_from(
         response: Response,
-    ) -> tuple[dict[str, ExecutionRecord], dict[str, list[StepRecord]]]:
+    ) -> tuple[dict[str, ExecutionRecord], dict[str, builtins.list[StepRecord]]]:
         executions = {
             row["id"]: execution_from_row(row)
             for row in response.result_of("store.claimed_executions").dicts()
         }
-        steps: dict[str, list[StepRecord]] = {}
+        steps: dict[str, builtins.list[StepRecord]] = {}
         for row in response.result_of("store.claimed_steps").dicts():
             steps.setdefault(row["execution_id"], []).append(step_from_row(row))
         return executions, steps

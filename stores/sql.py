@@ -7,6 +7,7 @@ add how to connect.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from stores.base import ExecutionRecord, StartOutcome, Status, StepRecord
@@ -38,11 +39,13 @@ class SqlStore:
         """The execution, or None when there is none with this id."""
         return drive(self.connection, self.flows.get(execution_id))
 
-    def list(self, *, status: Status | None = None, limit: int = 100) -> list[ExecutionRecord]:
+    def list(
+        self, *, status: Status | None = None, limit: int = 100
+    ) -> builtins.list[ExecutionRecord]:
         """The most recent executions first, optionally only those with ``status``."""
         return drive(self.connection, self.flows.list(status, limit))
 
-    def steps(self, execution_id: str) -> list[StepRecord]:
+    def steps(self, execution_id: str) -> builtins.list[StepRecord]:
         """The execution's step records in call order."""
         return drive(self.connection, self.flows.steps(execution_id))
 
@@ -82,11 +85,11 @@ class AsyncSqlStore:
 
     async def list(
         self, *, status: Status | None = None, limit: int = 100
-    ) -> list[ExecutionRecord]:
+    ) -> builtins.list[ExecutionRecord]:
         """The most recent executions first, optionally only those with ``status``."""
         return await adrive(self.connection, self.flows.list(status, limit))
 
-    async def steps(self, execution_id: str) -> list[StepRecord]:
+    async def steps(self, execution_id: str) -> builtins.list[StepRecord]:
         """The execution's step records in call order."""
         return await adrive(self.connection, self.flows.steps(execution_id))
 

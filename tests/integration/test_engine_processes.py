@@ -7,6 +7,7 @@ and the tests check the claims the engine makes from those logs and the store.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -46,7 +47,7 @@ def _runs_by_execution(log_dir: Path) -> dict[str, list[dict[str, Any]]]:
 def _assert_serial(runs: list[dict[str, Any]], *, excused_pids: set[int] = frozenset()) -> None:
     """Runs of one execution never overlap, except with a run of a killed/fenced worker."""
     counted = [r for r in runs if r["pid"] not in excused_pids]
-    for before, after in zip(counted, counted[1:]):
+    for before, after in itertools.pairwise(counted):
         assert before["end"] <= after["start"], f"overlapping step runs: {before} {after}"
 
 

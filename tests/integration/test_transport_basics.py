@@ -54,7 +54,9 @@ def test_acked_lease_is_refused(transport: Any) -> None:
     "group_id, event, priority",
     [("", 1, 0), (5, 1, 0), ("g", object(), 0), ("g", float("nan"), 0), ("g", 1, 5), ("g", 1, -1)],
 )
-def test_bad_publish_writes_nothing(transport: Any, group_id: Any, event: Any, priority: Any) -> None:
+def test_bad_publish_writes_nothing(
+    transport: Any, group_id: Any, event: Any, priority: Any
+) -> None:
     with pytest.raises(InvalidArgumentError):
         transport.publish(group_id, event, priority)
     assert transport.stats().messages == 0
