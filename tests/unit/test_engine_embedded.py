@@ -308,3 +308,89 @@ def test_steps_called_outside_a_workflow_are_plain_calls(engine: Engine) -> None
     assert double(3) == 6
     assert wf(4) == 8  # calling a workflow directly runs it as plain Python
     assert engine.list() == []
+
+
+def test_current_step_gives_a_stable_key(engine: Engine) -> None:
+    from engine import current_step
+
+    keys: list[str] = []
+
+    @engine.step
+    def external_call() -> str:
+        info = current_step()
+        assert info is not None
+        keys.append(info.key)
+        return info.key
+
+    @engine.step
+    async def async_call() -> str:
+        info = current_step()
+        assert info is not None
+        return info.key
+
+    @engine.workflow
+    def wf() -> list[str]:
+        return [external_call(), external_call(), async_call()]
+
+    handle = engine.start(wf, execution_id="exec-1")
+    with engine.running_worker():
+        assert handle.result(timeout=10) == ["exec-1/0", "exec-1/1", "exec-1/2"]
+    assert current_step() is None
+
+
+def test_priority_floor_serves_only_urgent_executions(engine: Engine) -> None:
+    @engine.workflow
+    def job(name: str) -> str:
+        return name
+
+    low = engine.start(job, "low", priority=0)
+    high = engine.start(job, "high", priority=3)
+    with engine.running_worker(min_priority=3):
+        assert high.result(timeout=10) == "high"
+        with pytest.raises(ResultTimeoutError):
+            low.result(timeout=0.5)
+    assert low.status() is Status.PENDING
+    with engine.running_worker():
+        assert low.result(timeout=10) == "low"
+
+
+def test_event_of_an_unknown_workflow_is_parked_not_crashed_on(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    producer, consumer = Engine.from_url(url), Engine.from_url(url)
+    try:
+
+        @producer.workflow
+        def only_here(x: int) -> int:
+            return x + 1
+
+        handle = producer.start(only_here, 1)
+        with consumer.running_worker(park_unknown=0.3) as worker:
+            wait = 0
+            while worker.stats.claimed == 0 and wait < 100:
+                import time
+
+                time.sleep(0.02)
+                wait += 1
+        assert "not registered here" in caplog.text
+        assert handle.status() is Status.RUNNING  # claimed, parked, not failed
+        stats = consumer.transport.stats()
+        assert stats.messages == 1
+        with producer.running_worker():  # a worker that knows it runs it after the park
+            assert handle.result(timeout=10) == 2
+    finally:
+        producer.close()
+        consumer.close()
+
+
+def test_payload_over_the_limit_is_refused_before_sending(engine: Engine) -> None:
+    from engine.errors import PayloadTooLargeError
+
+    @engine.workflow
+    def big(data: str) -> int:
+        return len(data)
+
+    with pytest.raises(PayloadTooLargeError, match="over the limit"):
+        engine.start(big, "x" * (1_048_576 + 1))
+    assert engine.list() == []
