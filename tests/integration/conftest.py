@@ -60,3 +60,27 @@ def make_transport(
 @pytest.fixture
 def transport(make_transport: Callable[..., Any]) -> Any:
     return make_transport()
+
+
+@pytest.fixture
+def connect(transport_kind: str, loop_thread: LoopThread) -> Iterator[Callable[..., Any]]:
+    """``connect(urls, **options)``: a transport of this test's kind on any cluster (a
+    dedicated one from ``rqlite_cluster_factory``), closed at teardown; nothing is
+    cleared. Async twins come wrapped in a SyncView."""
+    opened: list[Any] = []
+
+    def open_(urls: Any, **options: Any) -> Any:
+        if transport_kind == "async":
+            twin = loop_thread.run(AsyncRqliteTransport.from_url(urls, **options))
+            opened.append(twin)
+            return SyncView(twin, loop_thread)
+        transport = RqliteTransport.from_url(urls, http=transport_kind, **options)
+        opened.append(transport)
+        return transport
+
+    yield open_
+    for transport in opened:
+        if isinstance(transport, AsyncRqliteTransport):
+            loop_thread.run(transport.close())
+        else:
+            transport.close()
