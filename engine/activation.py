@@ -3,14 +3,16 @@
 The workflow function runs from the start. A step call whose result is recorded returns
 that result (or raises its recorded error) without running the step: the code between
 steps is replayed and sees the same values. The first unrecorded step runs, and its
-result is committed together with the ack of the current event and the publish of the
-next (one fenced statement, :class:`stores.ops.Commit`). While the worker keeps the turn
+result is committed -- before the next step runs, or with the workflow's outcome if it
+returns first -- together with the ack of the current event and the publish of the next
+(one fenced statement, :class:`stores.ops.Commit`). While the worker keeps the turn
 the next event stays leased to it, so the workflow simply continues in memory; when the
 turn ends (or another event of the execution is waiting) the lease goes back to the
 queue and the next step call unwinds the run: the next claimer replays up to there.
 
 A step is therefore run at least once, and more than once only when a worker dies (or
-loses its lease) between running it and committing its result.
+loses its lease) between running it and committing its result. Keep the code between
+steps quick and free of I/O (it is replayed anyway): a step's commit waits for it.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ class Activation:
         self.fatal: WorkflowError | None = None
         self.committing = False  # a commit is in flight (the heartbeat leaves it alone)
         self.commits = 0
+        # A step run but not yet committed: (record, output JSON, error JSON).
+        self.pending: tuple[StepRecord, str | None, str | None] | None = None
 
     @property
     def execution_id(self) -> str:
@@ -195,26 +199,28 @@ class Activation:
 
     def call_step(self, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step call from a sync workflow (its thread)."""
+        if self.pending is not None:
+            self._applied(self._wait(self._commit(self._take_pending())))
         idx, record = self._begin(step)
         if record is None:
             started = self.runtime.clock_estimate()
             info = StepInfo(self.execution_id, idx, step.name)
             value, exc = self._guarded(info, lambda: self._invoke_sync(step, args, kwargs))
-            commit = self._step_commit(step, idx, started, value, exc)
-            record = self._applied(commit, self._wait(self._commit(commit)))
+            record = self._checkpoint(step, idx, started, value, exc)
             if exc is not None and not record.succeeded:
                 raise StepError(step.name, _error(record)) from exc
         return self._result(step, record)
 
     async def acall_step(self, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step call from an async workflow (awaited on the worker's loop)."""
+        if self.pending is not None:
+            self._applied(await self._commit(self._take_pending()))
         idx, record = self._begin(step)
         if record is None:
             started = self.runtime.clock_estimate()
             info = StepInfo(self.execution_id, idx, step.name)
             value, exc = await self._aguarded(info, lambda: self._invoke_async(step, args, kwargs))
-            commit = self._step_commit(step, idx, started, value, exc)
-            record = self._applied(commit, await self._commit(commit))
+            record = self._checkpoint(step, idx, started, value, exc)
             if exc is not None and not record.succeeded:
                 raise StepError(step.name, _error(record)) from exc
         return self._result(step, record)
@@ -285,9 +291,13 @@ class Activation:
 
     # -- commits --------------------------------------------------------------------------
 
-    def _step_commit(
+    def _checkpoint(
         self, step: StepDef, idx: int, started: float, value: Any, exc: Exception | None
-    ) -> Commit:
+    ) -> StepRecord:
+        """Record a step's outcome locally; it is committed before the next step runs, or
+        together with the workflow's outcome when the workflow returns right after it --
+        the code in between is deterministic, so only a crash in that moment re-runs the
+        step, and a workflow's last step and its outcome cost one request, not two."""
         output = error = None
         if exc is None:
             try:
@@ -305,23 +315,53 @@ class Activation:
                 exc = bad
         if exc is not None:
             error = to_json(error_info(exc).to_json(), what="step error")
-        return Commit(
+        record = StepRecord(
+            execution_id=self.execution_id,
+            idx=idx,
+            name=step.name,
+            succeeded=exc is None,
+            output=None if output is None else from_json(output),
+            error=None if error is None else ErrorInfo.from_json(from_json(error)),
+            started_at=started,
+            ended_at=self.runtime.clock_estimate(),
+            worker_id=self.runtime.worker_id,
+        )
+        self.pending = (record, output, error)
+        self.recorded[idx] = record
+        return record
+
+    def _take_pending(self, **outcome: Any) -> Commit:
+        """The commit of the pending step, or of ``outcome`` alone, or of both."""
+        pending, self.pending = self.pending, None
+        commit = Commit(
             execution_id=self.execution_id,
             lease_seq=self.lease.seq,
             lease_token=self.lease.token,
             worker_id=self.runtime.worker_id,
             now=0.0,  # stamped by the committer
-            step_idx=idx,
-            step_name=step.name,
-            step_succeeded=exc is None,
+            **outcome,
+        )
+        if pending is None:
+            return commit
+        record, output, error = pending
+        commit = replace(
+            commit,
+            step_idx=record.idx,
+            step_name=record.name,
+            step_succeeded=record.succeeded,
             step_output=output,
             step_error=error,
-            step_started_at=started,
-            status=Status.RUNNING,
-            next_event=_RUN_TEXT,
-            next_priority=self.record.priority,
-            next_token=self.lease.token if self.runtime.keep_turn(self) else None,
+            step_started_at=record.started_at,
         )
+        if not outcome:  # the workflow goes on: publish its next event
+            commit = replace(
+                commit,
+                status=Status.RUNNING,
+                next_event=_RUN_TEXT,
+                next_priority=self.record.priority,
+                next_token=self.lease.token if self.runtime.keep_turn(self) else None,
+            )
+        return commit
 
     def _final_commit(self, value: Any, exc: Exception | None) -> Commit | None:
         if not self.held:
@@ -349,44 +389,20 @@ class Activation:
             if isinstance(exc, StepError):  # report the step's own exception
                 info = replace(exc.error, message=f"in step {exc.step!r}: {exc.error.message}")
             error = to_json(info.to_json(), what="workflow error")
-        return Commit(
-            execution_id=self.execution_id,
-            lease_seq=self.lease.seq,
-            lease_token=self.lease.token,
-            worker_id=self.runtime.worker_id,
-            now=0.0,
-            status=Status.SUCCEEDED if exc is None else Status.FAILED,
-            output=output,
-            error=error,
+        return self._take_pending(
+            status=Status.SUCCEEDED if exc is None else Status.FAILED, output=output, error=error
         )
 
-    def _applied(self, commit: Commit, outcome: CommitOutcome) -> StepRecord:
+    def _applied(self, outcome: CommitOutcome) -> None:
         if not outcome.applied:
             self.held = False
             log.warning(
-                "execution %s: step %s not recorded (%s); another worker holds it",
+                "execution %s: step not recorded (%s); another worker holds the execution",
                 self.execution_id,
-                commit.step_idx,
                 outcome.error,
             )
             raise Unwind()
         self._advance(outcome)
-        assert commit.step_idx is not None and commit.step_name is not None
-        record = StepRecord(
-            execution_id=self.execution_id,
-            idx=commit.step_idx,
-            name=commit.step_name,
-            succeeded=commit.step_succeeded,
-            output=None if commit.step_output is None else from_json(commit.step_output),
-            error=None
-            if commit.step_error is None
-            else ErrorInfo.from_json(from_json(commit.step_error)),
-            started_at=commit.step_started_at or 0.0,
-            ended_at=self.runtime.clock_estimate(),
-            worker_id=self.runtime.worker_id,
-        )
-        self.recorded[record.idx] = record
-        return record
 
     def _advance(self, outcome: CommitOutcome) -> None:
         self.turn_steps += 1

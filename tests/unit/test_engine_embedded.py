@@ -248,7 +248,8 @@ def test_nondeterministic_workflow_fails_with_a_clear_error(engine: Engine) -> N
         nonlocal calls
         calls += 1
         # Replays take another path than the first run: not allowed.
-        return first() if calls == 1 else second()
+        head = first() if calls == 1 else second()
+        return head + first()
 
     handle = engine.start(fickle)
     with engine.running_worker(steps_per_turn=1), pytest.raises(WorkflowFailedError) as caught:
