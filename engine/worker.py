@@ -59,8 +59,8 @@ class WorkerOptions:
     min_priority: int = 0
     visibility: float = 30.0  # lease length; the heartbeat renews it for long steps
     steps_per_turn: int = 16  # steps run without a new claim before yielding the turn
-    poll_interval: float = 0.02  # first idle poll delay, doubling up to max_poll_interval
-    max_poll_interval: float = 0.5
+    poll_interval: float = 0.01  # first idle poll delay, doubling up to max_poll_interval
+    max_poll_interval: float = 0.1  # idle polls are weak reads: no Raft entry
     drain_timeout: float = 30.0  # on stop: how long running steps may take to finish
     park_unknown: float = 60.0  # how long an event this worker cannot run stays parked
     max_batch: int = 64  # commits per request at most
