@@ -64,6 +64,7 @@ class WorkerOptions:
     drain_timeout: float = 30.0  # on stop: how long running steps may take to finish
     park_unknown: float = 60.0  # how long an event this worker cannot run stays parked
     max_batch: int = 64  # commits per request at most
+    max_inflight: int = 4  # commit requests in flight at once
     retry_delay: float = 0.5  # after a failed claim
 
 
@@ -331,7 +332,13 @@ class Worker:
 
 
 class Committer:
-    """Group commit: every commit waiting when a request can go goes in that request."""
+    """Group commit: every commit waiting when a request can go goes in that request.
+
+    Up to ``max_inflight`` requests are in flight at once: rqlite applies concurrent
+    requests in one Raft pipeline (1 client: ~600 writes/s, 16: ~1,500), so a slow request
+    does not hold every other execution back. Each execution has at most one commit
+    waiting at a time, so concurrent requests never reorder an execution's commits.
+    """
 
     def __init__(
         self,
@@ -346,6 +353,8 @@ class Committer:
         self._stats = stats
         self._pending: list[tuple[Commit, asyncio.Future[CommitOutcome]]] = []
         self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(options.max_inflight)
+        self._flushes: set[asyncio.Task[None]] = set()
 
     async def commit(self, commit: Commit) -> CommitOutcome:
         future: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
@@ -354,13 +363,31 @@ class Committer:
         return await future
 
     async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                batch = self._pending[: self._options.max_batch]
-                del self._pending[: len(batch)]
-                await self._flush(batch)
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._pending:
+                    await self._slots.acquire()
+                    batch = self._pending[: self._options.max_batch]
+                    del self._pending[: len(batch)]
+                    if not batch:
+                        self._slots.release()
+                        break
+                    task = asyncio.create_task(self._flush_then_release(batch))
+                    self._flushes.add(task)
+                    task.add_done_callback(self._flushes.discard)
+        finally:
+            for task in self._flushes:
+                task.cancel()
+
+    async def _flush_then_release(
+        self, batch: Sequence[tuple[Commit, asyncio.Future[CommitOutcome]]]
+    ) -> None:
+        try:
+            await self._flush(batch)
+        finally:
+            self._slots.release()
 
     async def _flush(self, batch: Sequence[tuple[Commit, asyncio.Future[CommitOutcome]]]) -> None:
         try:
