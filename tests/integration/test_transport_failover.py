@@ -1,0 +1,335 @@
+"""The transport across real cluster faults: late start, no cluster, dead nodes (kill -9).
+
+Every test runs its own cluster from ``rqlite_cluster_factory`` (stopped at teardown,
+pass or fail) and covers the three ways to talk to rqlite -- the sync transport on
+httpx and on requests, and the async twin -- side by side on that one cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import LoopThread, SyncView
+from transports.base import QueueStats
+from transports.errors import LeaseError, LeaseLostError, UnavailableError
+from transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from transports.rqlite.cluster import LocalCluster, pick_free_ports
+
+KINDS = ("httpx", "requests", "async")
+ZERO = QueueStats(messages=0, leased=0, parked=0, groups=0)
+#: Leases in the leader-kill test: longer than an election, short enough that a lease
+#: orphaned by a claim that failed after being applied comes back within the test.
+VISIBILITY = 4.0
+
+
+@pytest.fixture
+def open_kind(loop_thread: LoopThread) -> Iterator[Callable[..., Any]]:
+    """``open_kind(kind, urls, **options)``; async twins come wrapped in a SyncView.
+    Safe to call from several threads at once. Everything is closed at teardown."""
+    opened: list[Any] = []
+    lock = threading.Lock()
+
+    def open_(kind: str, urls: Any, **options: Any) -> Any:
+        if kind == "async":
+            twin = loop_thread.run(AsyncRqliteTransport.from_url(urls, **options))
+            with lock:
+                opened.append(twin)
+            return SyncView(twin, loop_thread)
+        transport = RqliteTransport.from_url(urls, http=kind, **options)
+        with lock:
+            opened.append(transport)
+        return transport
+
+    yield open_
+    for transport in opened:
+        if isinstance(transport, AsyncRqliteTransport):
+            loop_thread.run(transport.close())
+        else:
+            transport.close()
+
+
+def in_threads(calls: dict[str, Callable[[], Any]]) -> dict[str, tuple[Any, float]]:
+    """Run the calls at once; each one's result (or exception) and its duration."""
+    outcomes: dict[str, tuple[Any, float]] = {}
+
+    def run(name: str, call: Callable[[], Any]) -> None:
+        started = time.monotonic()
+        try:
+            value: Any = call()
+        except BaseException as exc:
+            value = exc
+        outcomes[name] = (value, time.monotonic() - started)
+
+    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert set(outcomes) == set(calls), "a call did not return within 120s"
+    return outcomes
+
+
+def round_trip(transport: Any, group: str) -> None:
+    transport.publish(group, {"via": group})
+    lease = transport.claim("w", visibility=30)
+    assert lease is not None and lease.event == {"via": group}
+    transport.ack(lease)
+
+
+# --- connecting --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_from_url_waits_for_a_cluster_that_starts_late(
+    rqlite_cluster_factory: Callable[..., LocalCluster],
+    open_kind: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    # Fix the ports in advance: the cluster reads them from its manifest when it starts.
+    ports = pick_free_ports(6)
+    (tmp_path / "cluster.json").write_text(json.dumps({"size": 3, "ports": ports}))
+    urls = [f"http://127.0.0.1:{port}" for port in ports[0::2]]
+    started: list[Any] = []
+
+    def start_late() -> None:
+        time.sleep(2.0)
+        try:
+            started.append(rqlite_cluster_factory(3, base_dir=tmp_path))
+        except BaseException as exc:
+            started.append(exc)
+
+    starter = threading.Thread(target=start_late)
+    starter.start()
+    try:
+        outcomes = in_threads(
+            {kind: lambda kind=kind: open_kind(kind, urls, connect_timeout=30) for kind in KINDS}
+        )
+    finally:
+        starter.join(60)
+    assert len(started) == 1 and isinstance(started[0], LocalCluster), started
+    for kind, (transport, waited) in outcomes.items():
+        assert not isinstance(transport, BaseException), (kind, transport)
+        assert waited >= 2.0, (kind, waited)
+        round_trip(transport, kind)
+    assert outcomes["httpx"][0].stats() == ZERO
+
+
+def test_from_url_gives_up_after_connect_timeout_when_nothing_listens(
+    open_kind: Callable[..., Any],
+) -> None:
+    (port,) = pick_free_ports(1)
+    url = f"http://127.0.0.1:{port}"
+    outcomes = in_threads(
+        {kind: lambda kind=kind: open_kind(kind, url, connect_timeout=2) for kind in KINDS}
+    )
+    for kind, (error, waited) in outcomes.items():
+        assert isinstance(error, UnavailableError), (kind, error)
+        assert "within 2s" in str(error), (kind, str(error))
+        assert f"127.0.0.1:{port}" in str(error), (kind, str(error))
+        assert 1.9 <= waited <= 5.0, (kind, waited)
+
+
+# --- dead nodes --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_every_node_serves_and_a_dead_node_is_skipped(
+    rqlite_cluster_factory: Callable[..., LocalCluster], open_kind: Callable[..., Any]
+) -> None:
+    cluster = rqlite_cluster_factory(3)
+    # Any node serves every operation (followers forward to the leader).
+    for node in cluster.nodes:
+        for kind in KINDS:
+            round_trip(open_kind(kind, node.url), f"{kind}@{node.node_id}")
+    leader = cluster.leader()
+    follower = next(node for node in cluster.nodes if node is not leader)
+    others = [node.url for node in cluster.nodes if node is not follower]
+    transports = {
+        kind: open_kind(kind, [follower.url, *others], retry_timeout=10) for kind in KINDS
+    }
+    for kind, transport in transports.items():
+        transport.publish(f"before-{kind}", kind)
+        assert transport.connection.ring.node() == follower.url
+    cluster.kill(follower)  # SIGKILL, the node every transport talks to
+    consumed = []
+    for kind, transport in transports.items():
+        transport.publish(f"after-{kind}", kind)
+        lease = transport.claim("w", visibility=30)
+        transport.ack(lease)
+        consumed.append(lease.group_id)
+        assert transport.stats().messages == 3  # one published, one consumed
+        assert transport.connection.ring.node() != follower.url
+    transport = transports["requests"]
+    while (lease := transport.claim("w", visibility=30)) is not None:
+        transport.ack(lease)
+        consumed.append(lease.group_id)
+    assert sorted(consumed) == sorted(
+        f"{when}-{kind}" for when in ("before", "after") for kind in KINDS
+    )
+    assert transport.stats() == ZERO
+
+
+class Ledger:
+    """What producers and consumers saw, shared by their threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.published: dict[str, tuple[str, int]] = {}  # uid -> (group, index)
+        self.published_at: list[float] = []
+        self.publish_latency: list[float] = []
+        self.unavailable = 0  # publishes retried with the same key after UnavailableError
+        self.acked: list[tuple[str, str, int]] = []  # (uid, group, index), in ack order
+        self.maybe_acked: list[str] = []  # ack failed ambiguously, then the lease was gone
+        self.lost: list[str] = []  # lease lapsed before the ack: will be redelivered
+        self.errors: list[str] = []
+
+
+def produce(transport: Any, name: str, count: int, ledger: Ledger, pace: float) -> None:
+    for index in range(count):
+        group = f"{name}-g{index % 4}"
+        uid = f"{name}-{index}"
+        started = time.monotonic()
+        while True:
+            try:
+                transport.publish(group, {"uid": uid, "i": index}, key=uid)
+                break
+            except UnavailableError:
+                with ledger.lock:  # "maybe published": retry with the same key
+                    ledger.unavailable += 1
+        with ledger.lock:
+            ledger.published[uid] = (group, index)
+            ledger.published_at.append(time.monotonic())
+            ledger.publish_latency.append(time.monotonic() - started)
+        time.sleep(pace)
+
+
+def consume(transport: Any, name: str, ledger: Ledger, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            lease = transport.claim(name, visibility=VISIBILITY)
+        except UnavailableError:
+            continue
+        if lease is None:
+            time.sleep(0.02)
+            continue
+        uid = lease.event["uid"]
+        outcome = None
+        for attempt in range(10):
+            try:
+                transport.ack(lease)
+                outcome = "acked"
+            except UnavailableError:
+                continue
+            except LeaseLostError:
+                outcome = "maybe" if attempt else "lost"
+            except LeaseError as exc:
+                outcome = "maybe" if attempt else f"error: {exc}"
+            break
+        with ledger.lock:
+            if outcome == "acked":
+                ledger.acked.append((uid, lease.group_id, lease.event["i"]))
+            elif outcome == "maybe":
+                ledger.maybe_acked.append(uid)
+            elif outcome == "lost":
+                ledger.lost.append(uid)
+            else:
+                ledger.errors.append(f"{name} ack of {uid}: {outcome}")
+
+
+def guarded(target: Callable[..., None], ledger: Ledger, *args: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            target(*args)
+        except BaseException as exc:
+            with ledger.lock:
+                ledger.errors.append(f"{target.__name__}{args[1:2]}: {type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.slow
+def test_leader_killed_mid_stream_loses_and_duplicates_nothing(
+    rqlite_cluster_factory: Callable[..., LocalCluster], open_kind: Callable[..., Any]
+) -> None:
+    cluster = rqlite_cluster_factory(3)
+    leader = cluster.leader()
+    # Half of the clients talk to the leader itself, the others through a follower.
+    to_leader = [leader.url] + [n.url for n in cluster.nodes if n is not leader]
+    to_follower = to_leader[1:] + to_leader[:1]
+    # One producer and one consumer get a retry budget shorter than the election, so
+    # their calls fail with UnavailableError -- possibly after being applied -- and are
+    # retried by the caller: publishes with the same key, acks with the same lease.
+    patient, impatient = {"retry_timeout": 8}, {"retry_timeout": 0.5}
+    producers = {
+        "p-httpx": open_kind("httpx", to_leader, **impatient),
+        "p-requests": open_kind("requests", to_follower, **patient),
+    }
+    consumers = {
+        "c-httpx": open_kind("httpx", to_follower, **impatient),
+        "c-async": open_kind("async", to_leader, **patient),
+    }
+    ledger, stop = Ledger(), threading.Event()
+    count, pace = 50, 0.08
+    threads = [
+        guarded(produce, ledger, t, name, count, ledger, pace) for name, t in producers.items()
+    ]
+    workers = [guarded(consume, ledger, t, name, ledger, stop) for name, t in consumers.items()]
+    try:
+        time.sleep(1.0)
+        killed_at = time.monotonic()
+        cluster.kill(leader)
+        new_leader = cluster.leader(timeout=20)
+        assert new_leader is not leader
+        time.sleep(0.5)
+        cluster.start_node(leader)
+        restarted_at = time.monotonic()
+        for thread in threads:
+            thread.join(90)
+        assert not any(thread.is_alive() for thread in threads), "producers did not finish"
+        checker = open_kind("httpx", cluster.urls, **patient)
+        deadline = time.monotonic() + 60
+        while checker.stats().messages and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(30)
+
+    print(
+        "LEDGER",
+        ledger.unavailable,
+        len(ledger.maybe_acked),
+        len(ledger.lost),
+        round(max(ledger.publish_latency), 2),
+        len(ledger.acked),
+        round(restarted_at - killed_at, 2),
+    )
+    assert ledger.errors == []
+    # The stream really crossed the fault: publishes before the kill and after the
+    # restart, and at least one that waited out the election inside the retry loop.
+    assert any(at < killed_at for at in ledger.published_at)
+    assert any(at > restarted_at for at in ledger.published_at)
+    assert max(ledger.publish_latency) > 0.5, max(ledger.publish_latency)
+
+    assert len(ledger.published) == 2 * count
+    acked = Counter(uid for uid, _, _ in ledger.acked)
+    assert {uid: n for uid, n in acked.items() if n > 1} == {}, "consumed twice"
+    unaccounted = set(ledger.published) - set(acked) - set(ledger.maybe_acked)
+    assert unaccounted == set(), f"lost: {sorted(unaccounted)}"
+    assert set(acked) | set(ledger.maybe_acked) <= set(ledger.published)
+    # Each group's messages were consumed in publish order.
+    order: dict[str, list[int]] = defaultdict(list)
+    for _, group, index in ledger.acked:
+        order[group].append(index)
+    assert all(indexes == sorted(indexes) for indexes in order.values()), dict(order)
+    assert checker.stats() == ZERO
