@@ -1,0 +1,131 @@
+"""Exact accounting of the requests a benchmark process sends to rqlite.
+
+A :class:`Tally` counts logical requests by kind (the catalogue name of their first
+statement, e.g. ``store.commit``, ``queue.claim``, ``queue.claimable``), whether rqlite
+makes a Raft entry of them (every write or mixed request, and ``strong`` reads; ``weak``
+and ``none`` reads are answered without one), how many statements they carried, and
+how long they took. HTTP attempts (round trips, retries included) are the connection's
+own ``round_trips`` counter.
+
+:func:`instrument` wraps raftflow's rqlite connections *in this process only* (the
+benchmark's worker entry point calls it before the worker starts); nothing in engine/,
+stores/ or transports/ is changed. It relies on ``AsyncRqliteConnection.send`` and
+``Committer.commit`` keeping their signatures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Kinds whose request latencies are kept (every sample, for percentiles).
+TIMED_KINDS = ("store.commit", "queue.claim", "queue.claimable", "commit.wait", "naive.claim")
+
+
+@dataclass
+class Tally:
+    requests: Counter[str] = field(default_factory=Counter)
+    raft: Counter[str] = field(default_factory=Counter)
+    statements: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    seconds: dict[str, float] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def record(
+        self, kind: str, *, raft: bool, statements: int, seconds: float, ok: bool = True
+    ) -> None:
+        if not ok:
+            self.failed[kind] += 1
+            return
+        self.requests[kind] += 1
+        self.statements[kind] += statements
+        self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+        if raft:
+            self.raft[kind] += 1
+        if kind in TIMED_KINDS:
+            self.samples.setdefault(kind, []).append(seconds)
+
+    def sample(self, kind: str, seconds: float) -> None:
+        self.samples.setdefault(kind, []).append(seconds)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Totals so far, and how many latency samples each kind has (to cut windows)."""
+        return {
+            "requests": dict(self.requests),
+            "raft": dict(self.raft),
+            "statements": dict(self.statements),
+            "failed": dict(self.failed),
+            "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
+            "samples": {k: len(v) for k, v in self.samples.items()},
+        }
+
+
+def is_raft_entry(request: Any) -> bool:
+    """Whether rqlite appends this :class:`transports.db.Request` to the Raft log."""
+    return not request.is_read_only or request.level == "strong"
+
+
+def kind_of(request: Any) -> str:
+    name = request.statements[0].name if request.statements else "empty"
+    return str(name)
+
+
+def instrument(tally: Tally) -> None:
+    """Count every request of raftflow's rqlite connections in this process, and time
+    every commit from the moment a step hands it to the committer to its outcome."""
+    from engine.worker import Committer
+    from transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
+
+    async_send = AsyncRqliteConnection.send
+    sync_send = RqliteConnection.send
+    commit = Committer.commit
+
+    async def counted_async_send(self: Any, request: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            response = await async_send(self, request)
+        except BaseException:
+            tally.record(kind_of(request), raft=False, statements=0, seconds=0.0, ok=False)
+            raise
+        tally.record(
+            kind_of(request),
+            raft=is_raft_entry(request),
+            statements=len(request.statements),
+            seconds=time.perf_counter() - started,
+        )
+        return response
+
+    def counted_sync_send(self: Any, request: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            response = sync_send(self, request)
+        except BaseException:
+            tally.record(kind_of(request), raft=False, statements=0, seconds=0.0, ok=False)
+            raise
+        tally.record(
+            kind_of(request),
+            raft=is_raft_entry(request),
+            statements=len(request.statements),
+            seconds=time.perf_counter() - started,
+        )
+        return response
+
+    async def timed_commit(self: Any, c: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await commit(self, c)
+        finally:
+            tally.sample("commit.wait", time.perf_counter() - started)
+
+    AsyncRqliteConnection.send = counted_async_send  # type: ignore[method-assign]
+    RqliteConnection.send = counted_sync_send  # type: ignore[method-assign]
+    Committer.commit = timed_commit  # type: ignore[method-assign,assignment]
+
+
+def window(before: dict[str, Any], after: dict[str, Any], key: str) -> dict[str, float]:
+    """``after[key] - before[key]`` for counter dicts (kinds missing before count 0)."""
+    old, new = before.get(key, {}), after.get(key, {})
+    out = {k: new[k] - old.get(k, 0) for k in new}
+    return {k: v for k, v in out.items() if v}
