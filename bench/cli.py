@@ -1,0 +1,232 @@
+"""``python -m bench``: start a local 3-node rqlite cluster, run the phases, print the
+table and write the JSON.
+
+    python -m bench                    # default run, about a minute
+    python -m bench --smoke            # seconds: checks that the benchmark still works
+    python -m bench --mode scale       # claim latency at 10 vs 100k queued, RSS over 100k steps
+    python -m bench --workers 3 --concurrency 32 --executions 400 --steps 20 --duration 10
+
+Progress goes to stderr, the table to stdout, the JSON to ``--json``
+(``bench/results/latest.json`` by default; ``bench/results/`` is git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.cluster import BenchCluster
+from bench.counting import Tally, instrument
+from bench.latency import ratio
+from bench.phases import Context, run_naive, run_raftflow, run_raw
+from bench.progress import Progress
+from bench.settings import PHASES, Settings
+
+_TUNABLES = {
+    # flag name: (type, help)
+    "workers": (int, "worker processes, W"),
+    "concurrency": (int, "concurrent executions (or clients) per process, C"),
+    "executions": (int, "executions, E"),
+    "steps": (int, "steps per execution, K"),
+    "step_sleep": (float, "seconds each step sleeps"),
+    "steps_per_turn": (int, "WorkerOptions.steps_per_turn override"),
+    "max_batch": (int, "WorkerOptions.max_batch override"),
+    "duration": (float, "seconds of each raw-ceiling measurement"),
+    "e2e_samples": (int, "sequential 1-step workflows for the end-to-end latency"),
+    "queued": (int, "scale: messages queued for the 'many' claim-latency case"),
+    "claim_samples": (int, "scale: claims timed per case"),
+    "rss_executions": (int, "scale: executions of the RSS run"),
+    "rss_steps": (int, "scale: steps per execution of the RSS run"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = Settings()
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=("default", "scale"), default="default")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes: finishes in seconds")
+    for name, (kind, text) in _TUNABLES.items():
+        flag = "--" + name.replace("_", "-")
+        p.add_argument(flag, type=kind, default=None, help=f"{text} (default {getattr(d, name)})")
+    p.add_argument("--sync", action="store_true", help="sync workflow and steps (thread pool)")
+    p.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"comma-separated subset of {','.join(PHASES)} (default: all)",
+    )
+    p.add_argument("--json", type=Path, default=d.json_path, help="where to write the JSON")
+    p.add_argument("--keep", action="store_true", help="keep the children's logs and JSON")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise SystemExit(f"unknown phases: {sorted(unknown)} (choose from {PHASES})")
+    settings = Settings(mode=args.mode)
+    if args.smoke:
+        settings = settings.smoked()
+    # Flags given on the command line win over the --smoke preset.
+    overrides = {name: getattr(args, name) for name in _TUNABLES if getattr(args, name) is not None}
+    return replace(
+        settings, **overrides, sync=args.sync, phases=phases, json_path=args.json.resolve()
+    )
+
+
+def machine() -> dict[str, Any]:
+    import psutil  # type: ignore[import-untyped]
+
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+            check=False,
+        ).stdout.rstrip("\n")
+    except OSError:
+        return ""
+
+
+def code_version() -> dict[str, Any]:
+    """The commit measured, and which measured files differ from it (others edit them)."""
+    changed = _git("status", "--porcelain", "--", "engine", "stores", "transports")
+    return {
+        "commit": _git("rev-parse", "--short", "HEAD").strip(),
+        "uncommitted": [line[3:] for line in changed.splitlines()],
+    }
+
+
+def run_default(ctx: Context) -> dict[str, Any]:
+    s = ctx.settings
+    out: dict[str, Any] = {}
+    if "raw" in s.phases:
+        out["raw"] = {
+            "single_client": run_raw(ctx, 1, 1, "1 client"),
+            "concurrent": run_raw(ctx, s.workers, s.concurrency, f"{s.workers}x{s.concurrency}"),
+        }
+    from bench import app
+
+    engine = app.engine
+    engine.connect(ctx.cluster.entry_url(0))
+    try:
+        if "raftflow" in s.phases or "e2e" in s.phases:
+            out["raftflow"] = run_raftflow(ctx, engine)
+    finally:
+        engine.close()
+    if "naive" in s.phases:
+        out["naive"] = run_naive(ctx)
+    raw_rate = out.get("raw", {}).get("concurrent", {}).get("writes_per_s")
+    raw_single = out.get("raw", {}).get("single_client", {}).get("writes_per_s")
+    rf = out.get("raftflow", {}).get("steady_steps_per_s")
+    nv = out.get("naive", {}).get("steady_steps_per_s")
+    out["ratios"] = {
+        "raftflow_steps_per_raw_write": ratio(rf, raw_rate),
+        "naive_steps_per_raw_write": ratio(nv, raw_rate),
+        "raftflow_steps_per_raw_single_client_write": ratio(rf, raw_single),
+        "raftflow_over_naive": ratio(rf, nv),
+    }
+    return out
+
+
+def phase_count(settings: Settings) -> int:
+    if settings.mode == "scale":
+        from bench.scale import sizes_of
+
+        return 3 + len(sizes_of(settings.queued))
+    count = 1 + (2 if "raw" in settings.phases else 0)
+    count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
+    count += 1 if "e2e" in settings.phases else 0
+    return count + (1 if "naive" in settings.phases else 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = settings_from(args)
+    from transports.rqlite.cluster import LocalCluster
+    from transports.rqlite.runtime import RQLITE_VERSION
+
+    progress = Progress(phase_count(settings))
+    tally = Tally()
+    instrument(tally)
+    work_dir = Path(tempfile.mkdtemp(prefix="raftflow-bench-"))
+    began = time.time()
+    load_before = os.getloadavg()
+    code = code_version()
+    failed = True
+    try:
+        progress.start("start a local 3-node rqlite cluster")
+        with LocalCluster(3, base_dir=work_dir / "cluster") as local:
+            cluster = BenchCluster(local)
+            try:
+                progress.done(f"rqlite {RQLITE_VERSION}, leader {cluster.nodes[0].node_id}")
+                ctx = Context(settings, cluster, work_dir, progress, tally)
+                if settings.mode == "scale":
+                    from bench.scale import run_scale
+
+                    results = run_scale(ctx)
+                else:
+                    results = run_default(ctx)
+            finally:
+                cluster.close()
+        failed = False
+    finally:
+        if failed or args.keep:
+            print(f"bench: logs and child outputs kept in {work_dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    results = {
+        "meta": {
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(began)),
+            "seconds": round(time.time() - began, 1),
+            "rqlite": RQLITE_VERSION,
+            "nodes": 3,
+            "machine": machine(),
+            "code": code,
+            # Other processes on the machine skew the numbers: the 1-minute load average
+            # before and after the run shows whether the machine was shared.
+            "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+            "settings": settings.as_json(),
+        },
+        **results,
+    }
+    settings.json_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.json_path.write_text(json.dumps(results, indent=1) + "\n")
+    print(report.render(results))
+    print(f"\nJSON: {settings.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The parameters of a benchmark run, their defaults and the ``--smoke`` preset."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PHASES = ("raw", "raftflow", "e2e", "naive")
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str = "default"  # "default" or "scale"
+    smoke: bool = False
+    # The E x K workload, run by W worker processes of concurrency C (raftflow and naive).
+    workers: int = 2
+    concurrency: int = 16
+    # E = W x C by default: every execution runs at once, so step-to-step gaps measure
+    # raftflow rather than time spent waiting for a free slot.
+    executions: int = 32
+    steps: int = 100
+    step_sleep: float = 0.0  # seconds each step sleeps (0: measure raftflow's own cost)
+    sync: bool = False  # sync workflow and steps (thread pool) instead of async
+    steps_per_turn: int | None = None  # WorkerOptions override
+    max_batch: int | None = None  # WorkerOptions override
+    # Raw ceiling: measured for `duration` seconds at 1 client and at W x C clients.
+    duration: float = 5.0
+    # End-to-end latency of a 1-step workflow: sequential start() -> result() samples.
+    e2e_samples: int = 50
+    phases: tuple[str, ...] = PHASES
+    # --mode scale
+    queued: int = 100_000  # messages queued for the "many" claim-latency case
+    claim_samples: int = 200
+    naive_claim_samples: int = 20
+    rss_executions: int = 1_000
+    rss_steps: int = 100  # rss_executions x rss_steps steps for the RSS run
+    # Where the JSON goes; how long any phase may take.
+    json_path: Path = field(default=RESULTS / "latest.json")
+    phase_timeout: float = 900.0
+
+    @property
+    def total_steps(self) -> int:
+        return self.executions * self.steps
+
+    def smoked(self) -> Settings:
+        """Tiny sizes that finish in seconds (CI checks the benchmark still works)."""
+        return replace(
+            self,
+            smoke=True,
+            workers=1,
+            concurrency=4,
+            executions=8,
+            steps=3,
+            duration=0.5,
+            e2e_samples=3,
+            queued=2_000,
+            claim_samples=20,
+            naive_claim_samples=5,
+            rss_executions=40,
+            rss_steps=25,
+            phase_timeout=120.0,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["json_path"] = str(self.json_path)
+        data["phases"] = list(self.phases)
+        return data
