@@ -8,9 +8,12 @@ start, end, pid). The tests read those logs to check order, overlap and re-runs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import time
+from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel
@@ -95,3 +98,20 @@ def read_logs(log_dir: str) -> list[dict[str, Any]]:
             with open(os.path.join(log_dir, name)) as file:
                 runs.extend(json.loads(line) for line in file if line.strip())
     return runs
+
+
+def runs_by_execution(log_dir: str) -> dict[str, list[dict[str, Any]]]:
+    """The step runs of the logs in ``log_dir``, per execution, in start order."""
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in read_logs(log_dir):
+        runs[run["execution"]].append(run)
+    for execution_runs in runs.values():
+        execution_runs.sort(key=lambda r: r["start"])
+    return runs
+
+
+def assert_serial(runs: list[dict[str, Any]], *, excused_pids: Collection[int] = ()) -> None:
+    """Runs of one execution never overlap, except with a run of a killed/fenced worker."""
+    counted = [r for r in runs if r["pid"] not in excused_pids]
+    for before, after in itertools.pairwise(counted):
+        assert before["end"] <= after["start"], f"overlapping step runs: {before} {after}"

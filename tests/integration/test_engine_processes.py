@@ -7,11 +7,9 @@ and the tests check the claims the engine makes from those logs and the store.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ import pytest
 
 from engine import Engine, Status
 from tests.apps import ordering
-from tests.apps.ordering import Spec
+from tests.apps.ordering import Spec, assert_serial, runs_by_execution
 from tests.integration.workers import rotated_url, workers
 from tests.support import wait_until
 from transports.rqlite.cluster import LocalCluster
@@ -33,22 +31,6 @@ def engine(cluster: LocalCluster) -> Iterator[Engine]:
     ordering.engine.connect(rotated_url(cluster.urls, 0))
     yield ordering.engine
     ordering.engine.close()
-
-
-def _runs_by_execution(log_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for run in ordering.read_logs(str(log_dir)):
-        runs[run["execution"]].append(run)
-    for execution_runs in runs.values():
-        execution_runs.sort(key=lambda r: r["start"])
-    return runs
-
-
-def _assert_serial(runs: list[dict[str, Any]], *, excused_pids: set[int] = frozenset()) -> None:
-    """Runs of one execution never overlap, except with a run of a killed/fenced worker."""
-    counted = [r for r in runs if r["pid"] not in excused_pids]
-    for before, after in itertools.pairwise(counted):
-        assert before["end"] <= after["start"], f"overlapping step runs: {before} {after}"
 
 
 def _recorded_pid(worker_id: str) -> int:
@@ -64,12 +46,12 @@ def test_steps_run_in_order_one_at_a_time_across_processes(
         results = [handle.result(timeout=120) for handle in handles]
 
     assert results == [ordering.expected(spec) for spec in specs]
-    runs = _runs_by_execution(tmp_path)
+    runs = runs_by_execution(str(tmp_path))
     pids = set()
     for handle in handles:
         execution_runs = runs[handle.id]
         assert [r["index"] for r in execution_runs] == [0, 1, 2, 3, 4]  # once each, in order
-        _assert_serial(execution_runs)
+        assert_serial(execution_runs)
         assert [s.idx for s in handle.steps()] == [0, 1, 2, 3, 4]
         pids.update(r["pid"] for r in execution_runs)
     assert len(pids) >= 2, "the work should spread over the worker processes"
@@ -84,10 +66,10 @@ def test_async_workflows_run_in_worker_processes(
     with workers(APP, cluster.urls, 2, tmp_path, concurrency=4):
         handles = [engine.start(ordering.asequence, spec) for spec in specs]
         assert [h.result(timeout=60) for h in handles] == [ordering.expected(s) for s in specs]
-    runs = _runs_by_execution(tmp_path)
+    runs = runs_by_execution(str(tmp_path))
     for handle in handles:
         assert [r["index"] for r in runs[handle.id]] == [0, 1, 2, 3]
-        _assert_serial(runs[handle.id])
+        assert_serial(runs[handle.id])
 
 
 def test_worker_killed_mid_step_execution_resumes_elsewhere(
@@ -103,7 +85,7 @@ def test_worker_killed_mid_step_execution_resumes_elsewhere(
         victim.kill(signal.SIGKILL)
         assert handle.result(timeout=60) == ordering.expected(spec)
 
-    runs = _runs_by_execution(tmp_path)[handle.id]
+    runs = runs_by_execution(str(tmp_path))[handle.id]
     # Steps 0 and 1 completed before the kill: they never ran again. Step 2 was running
     # in the killed worker: it ran (to completion) once more, elsewhere.
     assert [r["index"] for r in runs] == [0, 1, 2, 3, 4]
@@ -145,8 +127,8 @@ def test_stalled_worker_is_fenced_when_it_wakes(
     assert _recorded_pid(records[1].worker_id) != stalled_pid  # the stale result lost
     info = handle.info()
     assert info.status is Status.SUCCEEDED and info.steps_done == 4
-    runs = _runs_by_execution(tmp_path)[handle.id]
-    _assert_serial(runs, excused_pids={stalled_pid})
+    runs = runs_by_execution(str(tmp_path))[handle.id]
+    assert_serial(runs, excused_pids={stalled_pid})
 
 
 def test_heartbeat_keeps_a_long_step_with_its_worker(
@@ -156,7 +138,7 @@ def test_heartbeat_keeps_a_long_step_with_its_worker(
     with workers(APP, cluster.urls, 2, tmp_path, concurrency=2, visibility=1.5):
         handle = engine.start(ordering.sequence, spec)
         assert handle.result(timeout=60) == ordering.expected(spec)
-    runs = _runs_by_execution(tmp_path)[handle.id]
+    runs = runs_by_execution(str(tmp_path))[handle.id]
     assert [r["index"] for r in runs] == [0, 1]  # the 5 s step was not taken over
 
 
@@ -176,7 +158,7 @@ def test_sigterm_drains_and_hands_over_without_waiting_for_the_lease(
         assert handle.result(timeout=20) == ordering.expected(spec)
         assert time.monotonic() - started < 10
         assert draining.process.wait(timeout=20) == 0
-    runs = _runs_by_execution(tmp_path)[handle.id]
+    runs = runs_by_execution(str(tmp_path))[handle.id]
     assert [r["index"] for r in runs] == [0, 1, 2]
     assert runs[1]["pid"] == draining.pid and runs[2]["pid"] != draining.pid
 
@@ -198,7 +180,7 @@ def test_leader_killed_mid_run_every_execution_completes(
             cluster.start_node(leader)
             results = [handle.result(timeout=120) for handle in handles]
         assert results == [ordering.expected(spec) for spec in specs]
-        runs = _runs_by_execution(tmp_path)
+        runs = runs_by_execution(str(tmp_path))
         for handle in handles:
             assert [s.idx for s in handle.steps()] == [0, 1, 2, 3, 4]
             # Every step ran; one may have run twice if its commit's fate was unknown.
