@@ -429,6 +429,80 @@ class Scenario:
         assert fault.recovery is not None
         return fault.recovery
 
+    # -- the faults ----------------------------------------------------------------------
+
+    def kill_worker(self, victim: Worker) -> Fault:
+        """kill -9 ``victim``; over when every execution it held has moved on."""
+        at = time.monotonic()
+        self.kill(victim)
+        time.sleep(0.1)  # a commit the victim had in flight lands (or not) by now
+        baseline = self.snapshot()
+        held = self.held_by(victim)
+        return self.fault(
+            "kill -9 worker",
+            f"{victim.worker_id} holding {len(held)}",
+            at,
+            lambda snap: snap.progressed(baseline, held),
+            baseline,
+        )
+
+    def stall_worker(self, victim: Worker) -> tuple[Fault, list[str]]:
+        """SIGSTOP ``victim`` (resume it with :meth:`resume`); over when every execution it
+        held has moved on -- which takes its lease lapsing first. Returns the fault and
+        the executions it held."""
+        at = time.monotonic()
+        self.pause(victim)
+        time.sleep(0.2)  # a request the victim had in flight is applied (or not) by now
+        baseline = self.snapshot()
+        held = self.held_by(victim)
+        fault = self.fault(
+            "SIGSTOP worker",
+            f"{victim.worker_id} holding {len(held)}",
+            at,
+            lambda snap: snap.progressed(baseline, held),
+            baseline,
+        )
+        return fault, held
+
+    def terminate_worker(self, victim: Worker) -> Fault:
+        """SIGTERM ``victim``: it must drain and exit 0 leaving no lease behind; over when
+        every execution it held has moved on (at once: nothing is left to lapse)."""
+        held = self.held_by(victim)
+        baseline = self.snapshot()
+        at = time.monotonic()
+        victim.process.kill(signal.SIGTERM)
+        code = victim.process.process.wait(timeout=30)
+        assert code == 0, f"{victim.worker_id} exited {code}:\n{victim.output()[-2000:]}"
+        left = self.db.query(
+            "SELECT seq, group_id, locked_by FROM messages WHERE substr(locked_by, 1, ?) = ?",
+            len(victim.worker_id) + 1,
+            victim.worker_id + ":",
+        )
+        assert left == [], f"{victim.worker_id} exited but still holds {left}"
+        return self.fault(
+            "SIGTERM worker",
+            f"{victim.worker_id} holding {len(held)}",
+            at,
+            lambda snap: snap.progressed(baseline, held),
+            baseline,
+        )
+
+    def cut_link(self, proxy: Any, mode: str, cut: Collection[Worker]) -> Fault:
+        """Cut the clients' link to one node (``proxy.set_mode(mode)``); over when each
+        worker of ``cut`` (those that entered through it) records a step again."""
+        at = time.monotonic()
+        proxy.set_mode(mode)
+        time.sleep(0.3)  # a commit already forwarded before the cut lands by now
+        baseline = self.snapshot()
+        ids = [w.worker_id for w in cut]
+        return self.fault(
+            f"{mode} link",
+            f"{proxy.name}, cutting {', '.join(ids) or 'no worker'}",
+            at,
+            lambda snap: all(snap.by_worker.get(i, 0) > baseline.by_worker.get(i, 0) for i in ids),
+            baseline,
+        )
+
     def cluster_fault(self, kind: str, detail: str, inject: Callable[[], None]) -> Fault:
         """Inject a fault of the cluster itself; it is over when any step is recorded again.
 

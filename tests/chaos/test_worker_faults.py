@@ -1,0 +1,91 @@
+"""Worker faults on a shared 3-node cluster: kill -9, SIGTERM, SIGSTOP past the lease."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.chaos.scenario import Options, Scenario, wait_for
+from transports.rqlite.cluster import LocalCluster
+
+pytestmark = pytest.mark.chaos
+
+MakeScenario = Callable[..., Scenario]
+
+
+def test_kill_9_random_workers_repeatedly(
+    scenario: MakeScenario, chaos_cluster: LocalCluster
+) -> None:
+    """Four times, a random worker holding executions is killed with SIGKILL and a
+    replacement started: its executions resume elsewhere once their leases lapse."""
+    options = Options(visibility=2.0)
+    with scenario("kill -9 workers", chaos_cluster, options) as s:
+        for round_ in range(4):
+            s.wait_steps(20 + 50 * round_)
+            s.kill_worker(s.pick_holder())
+            s.spawn(wait=False)
+        figures = s.finish()
+    for fault in figures["fault_list"]:
+        # Nothing comes back before the lease lapses; then it is picked up at once.
+        assert options.visibility / 4 < fault["recovery"] < options.visibility + 15
+
+
+def test_sigterm_drains_and_hands_executions_over_at_once(
+    scenario: MakeScenario, chaos_cluster: LocalCluster
+) -> None:
+    """SIGTERM: the worker finishes its running steps, releases its executions and exits 0;
+    it leaves no lease behind and others continue at once, not after the 30 s lease."""
+    options = Options(visibility=30.0)
+    with scenario("SIGTERM worker", chaos_cluster, options) as s:
+        for round_ in range(2):
+            s.wait_steps(30 + 60 * round_)
+            fault = s.terminate_worker(s.pick_holder())
+            recovery = s.wait_recovered(fault, timeout=options.visibility)
+            assert recovery < 10, f"handed over after {recovery:.1f}s: leases were left to lapse"
+            s.spawn(wait=False)
+        s.finish()
+
+
+def test_stalled_worker_is_taken_over_and_fenced(
+    scenario: MakeScenario, chaos_cluster: LocalCluster
+) -> None:
+    """SIGSTOP a worker holding executions for longer than its lease: others take them
+    over and finish them; woken up, the stalled worker has its commits refused."""
+    options = Options(visibility=2.0)
+    with scenario("SIGSTOP worker", chaos_cluster, options) as s:
+        s.wait_steps(40)
+        victim = s.pick_holder()
+        fault, held = s.stall_worker(victim)
+        before = _steps_by(s, victim.worker_id, held)
+        # Stalled until everything it held is finished by the others.
+        wait_for(
+            lambda: all(s.snapshot().executions[e][0] == "succeeded" for e in held),
+            60,
+            "the stalled worker's executions to be finished by others",
+        )
+        stalled_for = time.monotonic() - fault.at
+        s.resume(victim)
+        # Woken, it completes the step it was in and tries to commit: refused.
+        wait_for(
+            lambda: "lease lost" in victim.output() or "not recorded" in victim.output(),
+            30,
+            "the woken worker to meet its fence",
+        )
+        figures = s.finish()
+        assert _steps_by(s, victim.worker_id, held) == before, "a stale worker recorded a step"
+    assert stalled_for > options.visibility
+    assert fault.recovery is not None and fault.recovery >= options.visibility / 4
+    assert figures["fenced_executions"] >= 1
+
+
+def _steps_by(s: Scenario, worker_id: str, executions: list[str]) -> dict[str, int]:
+    counts = dict.fromkeys(executions, 0)
+    for row in s.db.query(
+        "SELECT execution_id, COUNT(*) AS n FROM steps WHERE worker_id = ? GROUP BY execution_id",
+        worker_id,
+    ):
+        if row["execution_id"] in counts:
+            counts[row["execution_id"]] = row["n"]
+    return counts
