@@ -24,6 +24,9 @@ from transports.errors import (
     UnavailableError,
 )
 
+#: The least time an attempt gets, so the one started as the budget runs out can succeed.
+_LAST_ATTEMPT = 0.1
+
 
 @dataclass(frozen=True)
 class RqliteConfig:
@@ -223,7 +226,10 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
     last_problem = "no attempt made"
     while True:
         node = ring.node()
-        reply = yield HttpCall(node, path, params, body, config.timeout)
+        # An attempt never outlives the budget: a hung node (it accepts connections but
+        # never answers) would otherwise hold the request for the whole ``timeout``.
+        timeout = min(config.timeout, max(deadline - clock(), _LAST_ATTEMPT))
+        reply = yield HttpCall(node, path, params, body, timeout)
         if isinstance(reply, HttpReply) and reply.status == 200:
             problem = _top_level_error(reply.body)
             if problem is None:
