@@ -10,6 +10,7 @@ so they cannot leak into an exception message or a log line.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Any, Literal, Protocol
 
@@ -41,7 +42,7 @@ class _SyncHttp(Protocol):
 
 class _HttpxSync:
     def __init__(self, config: RqliteConfig) -> None:
-        self._client = httpx.Client(auth=config.auth, verify=config.verify, http2=False)
+        self._client = httpx.Client(auth=config.auth, verify=_ssl_context(config.verify))
 
     def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         try:
@@ -72,7 +73,9 @@ class _RequestsSync:
         self._requests = requests
         self._session = requests.Session()
         self._session.auth = config.auth
-        self._session.verify = config.verify
+        # Passed with every request too: requests lets $REQUESTS_CA_BUNDLE override a
+        # session's verify, which would silently replace the CA the caller chose.
+        self._verify = config.verify
 
     def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         exceptions = self._requests.exceptions
@@ -84,8 +87,11 @@ class _RequestsSync:
                 data=call.body,
                 headers=_JSON_HEADERS,
                 timeout=call.timeout,
+                verify=self._verify,
             )
-        except (exceptions.ConnectTimeout, exceptions.SSLError) as exc:
+        except exceptions.SSLError as exc:
+            return NetworkFailure(sent=False, detail=_describe(exc), untrusted=_untrusted(exc))
+        except exceptions.ConnectTimeout as exc:
             return NetworkFailure(sent=False, detail=_describe(exc))
         except exceptions.ConnectionError as exc:
             # requests folds "refused" and "reset after sending" into ConnectionError.
@@ -158,7 +164,7 @@ class AsyncRqliteConnection:
         self.config = config
         self.ring = NodeRing(config.nodes)
         self.round_trips = 0
-        self._client = httpx.AsyncClient(auth=config.auth, verify=config.verify)
+        self._client = httpx.AsyncClient(auth=config.auth, verify=_ssl_context(config.verify))
 
     @property
     def identity(self) -> str:
@@ -220,7 +226,26 @@ _JSON_HEADERS = {"Content-Type": "application/json"}
 def _httpx_failure(exc: httpx.HTTPError) -> NetworkFailure:
     # Refused or never connected: the request cannot have reached rqlite.
     sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
-    return NetworkFailure(sent=sent, detail=_describe(exc))
+    return NetworkFailure(sent=sent, detail=_describe(exc), untrusted=_untrusted(exc))
+
+
+def _ssl_context(verify: bool | str) -> bool | ssl.SSLContext:
+    """httpx takes a CA bundle as an SSL context (a path is deprecated)."""
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return verify
+
+
+def _untrusted(exc: BaseException) -> bool:
+    """Whether a failure is a refused TLS certificate (anywhere in its cause chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 
 def _describe(exc: BaseException) -> str:

@@ -133,6 +133,8 @@ class NetworkFailure:
 
     sent: bool
     detail: str
+    #: The server's TLS certificate was refused: retrying cannot help.
+    untrusted: bool = False
 
 
 Exchange = Generator[HttpCall | Sleep, HttpReply | NetworkFailure | None, Response]
@@ -254,6 +256,11 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
                 ambiguous = ambiguous or writes
             last_problem = f"{node}: HTTP {reply.status} {_excerpt(reply.body)}"
         elif isinstance(reply, NetworkFailure):
+            if reply.untrusted:
+                raise ConfigurationError(
+                    f"{node}: rqlite's TLS certificate is not trusted ({reply.detail}); "
+                    "pass verify='/path/to/ca.pem' (or verify=False, insecure)"
+                )
             ambiguous = ambiguous or (writes and reply.sent)
             last_problem = f"{node}: {reply.detail}"
         ring.advance()
