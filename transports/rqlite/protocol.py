@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -47,6 +48,10 @@ class RqliteConfig:
     def __post_init__(self) -> None:
         if not self.nodes:
             raise ConfigurationError("an rqlite URL needs at least one node")
+        if isinstance(self.verify, str) and not os.path.isfile(self.verify):
+            raise ConfigurationError(f"verify: no CA bundle file at {self.verify!r}")
+        if not isinstance(self.verify, (bool, str)):
+            raise ConfigurationError("verify must be True, False or the path of a CA bundle")
         for name in ("timeout", "retry_timeout", "connect_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
