@@ -137,11 +137,39 @@ def test_from_url_gives_up_after_connect_timeout_when_nothing_listens(
         assert 1.9 <= waited <= 5.0, (kind, waited)
 
 
+@pytest.mark.slow
+def test_a_hung_node_does_not_stretch_the_budget(
+    rqlite_cluster_factory: Callable[..., LocalCluster], open_kind: Callable[..., Any]
+) -> None:
+    """A node that accepts connections but never answers (SIGSTOP): each attempt must
+    end when the budget does, not after the full per-attempt ``timeout`` (10 s)."""
+    cluster = rqlite_cluster_factory(1)
+    (node,) = cluster.nodes
+    transports = {kind: open_kind(kind, node.url, retry_timeout=2) for kind in KINDS}
+    cluster.pause(node)
+    try:
+        calls: dict[str, Callable[[], Any]] = {
+            f"from_url-{kind}": lambda kind=kind: open_kind(kind, node.url, connect_timeout=2)
+            for kind in KINDS
+        }
+        calls |= {
+            f"publish-{kind}": lambda t=transport: t.publish("g", 1)
+            for kind, transport in transports.items()
+        }
+        outcomes = in_threads(calls)
+    finally:
+        cluster.resume(node)
+    for name, (error, waited) in outcomes.items():
+        assert isinstance(error, UnavailableError), (name, error)
+        assert "within 2s" in str(error), (name, str(error))
+        assert 1.9 <= waited <= 3.5, (name, waited)
+
+
 # --- dead nodes --------------------------------------------------------------------------
 
 
 @pytest.mark.slow
-def test_every_node_serves_and_a_dead_node_is_skipped(
+def test_every_node_serves_and_a_hung_or_dead_node_is_skipped(
     rqlite_cluster_factory: Callable[..., LocalCluster], open_kind: Callable[..., Any]
 ) -> None:
     cluster = rqlite_cluster_factory(3)
@@ -152,6 +180,18 @@ def test_every_node_serves_and_a_dead_node_is_skipped(
     leader = cluster.leader()
     follower = next(node for node in cluster.nodes if node is not leader)
     others = [node.url for node in cluster.nodes if node is not follower]
+
+    # A hung first node (SIGSTOP) costs one attempt's ``timeout``, then the next serves.
+    cluster.pause(follower)
+    try:
+        for kind in KINDS:
+            started = time.monotonic()
+            round_trip(open_kind(kind, [follower.url, *others], timeout=1), f"hung-{kind}")
+            assert time.monotonic() - started < 4, kind
+    finally:
+        cluster.resume(follower)
+
+    # A dead node (kill -9) that every transport was talking to.
     transports = {
         kind: open_kind(kind, [follower.url, *others], retry_timeout=10) for kind in KINDS
     }
