@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.lossy_proxy import LossyProxy
 from tests.support import LoopThread, SyncView
 from transports.base import QueueStats
 from transports.errors import LeaseError, LeaseLostError, UnavailableError
@@ -373,3 +374,90 @@ def test_leader_killed_mid_stream_loses_and_duplicates_nothing(
         order[group].append(index)
     assert all(indexes == sorted(indexes) for indexes in order.values()), dict(order)
     assert checker.stats() == ZERO
+
+
+# --- answers lost after rqlite applied the request ---------------------------------------
+
+
+@pytest.fixture
+def lossy(cluster: LocalCluster) -> Iterator[LossyProxy]:
+    """A proxy in front of the shared cluster's first node (tables emptied)."""
+    with LossyProxy(cluster.nodes[0].http_port) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def via_lossy(lossy: LossyProxy, cluster: LocalCluster, make_transport: Callable[..., Any]) -> Any:
+    """A transport that talks to the proxy first; the retry goes to the next node."""
+    return make_transport([lossy.url, *cluster.urls[1:]], retry_timeout=10)
+
+
+def test_a_publish_whose_answer_was_lost_is_not_duplicated(
+    lossy: LossyProxy, via_lossy: Any
+) -> None:
+    lossy.lose_next("publish")
+    via_lossy.publish("g", 1)
+    assert lossy.lost == ["publish"]
+    assert via_lossy.connection.ring.node() != lossy.url  # retried elsewhere
+    assert via_lossy.stats() == QueueStats(messages=1, leased=0, parked=0, groups=1)
+
+
+def test_a_claim_whose_answer_was_lost_returns_one_lease_and_frees_the_extra(
+    lossy: LossyProxy, via_lossy: Any, make_transport: Callable[..., Any]
+) -> None:
+    via_lossy.publish("a", 1)
+    via_lossy.publish("b", 1)
+    lossy.lose_next("claim")
+    # The lost attempt leased a; the retry, under the same token, leased b as well.
+    lease = via_lossy.claim("w", visibility=30)
+    assert lossy.lost == ["claim"]
+    assert lease is not None and lease.group_id == "a"
+    assert via_lossy.stats() == QueueStats(messages=2, leased=1, parked=0, groups=2)
+    other = make_transport().claim("w2", visibility=30)  # b is free at once
+    assert other is not None and other.group_id == "b"
+    via_lossy.ack(lease)
+
+
+def test_a_claim_many_whose_answer_was_lost_keeps_the_limit(
+    lossy: LossyProxy, via_lossy: Any
+) -> None:
+    for group in "abcd":
+        via_lossy.publish(group, 1)
+    lossy.lose_next("claim")
+    leases = via_lossy.claim_many("w", visibility=30, limit=2)
+    assert lossy.lost == ["claim"]
+    assert sorted(lease.group_id for lease in leases) == ["a", "b"]
+    assert via_lossy.stats().leased == 2
+    for lease in leases:
+        via_lossy.ack(lease)
+    assert sorted(le.group_id for le in via_lossy.claim_many("w", 30, limit=5)) == ["c", "d"]
+
+
+@pytest.mark.parametrize(
+    "settle, statement, after",
+    [
+        ("ack", "ack", QueueStats(messages=1, leased=0, parked=0, groups=1)),
+        ("nack-now", "nack", QueueStats(messages=2, leased=0, parked=0, groups=1)),
+        ("nack-park", "nack", QueueStats(messages=2, leased=0, parked=1, groups=1)),
+        ("extend", "extend", QueueStats(messages=2, leased=1, parked=0, groups=1)),
+    ],
+)
+def test_a_settle_whose_answer_was_lost_succeeds_on_retry(
+    lossy: LossyProxy, via_lossy: Any, settle: str, statement: str, after: QueueStats
+) -> None:
+    via_lossy.publish("g", 1)
+    via_lossy.publish("g", 2)
+    lease = via_lossy.claim("w", visibility=30)
+    lossy.lose_next(statement)
+    # The retry finds the row already gone / freed / parked / extended by the lost
+    # attempt: that is our own success, not a lost lease.
+    if settle == "ack":
+        via_lossy.ack(lease)
+    elif settle == "nack-now":
+        via_lossy.nack(lease, 0)
+    elif settle == "nack-park":
+        via_lossy.nack(lease, 60)
+    else:
+        via_lossy.extend(lease, 60)
+    assert lossy.lost == [statement]
+    assert via_lossy.stats() == after
