@@ -110,14 +110,15 @@ def check(
             output = None if s["output"] is None else json.loads(s["output"])
             if s["name"] != name or s["status"] != "succeeded" or output != s["idx"] ** 2:
                 problems.append(f"execution {execution_id}: bad step record {s}")
-            pid = worker_pids.get(s["worker_id"])
-            if pid is None:
-                problems.append(f"step {execution_id}/{s['idx']} by unknown {s['worker_id']}")
-            elif (execution_id, s["idx"], pid) not in ran_by:
-                problems.append(
-                    f"step {execution_id}/{s['idx']} recorded by {s['worker_id']} (pid {pid}), "
-                    "which has no run of it in its log"
-                )
+    for s in steps:
+        step = f"step {s['execution_id']}/{s['idx']}"
+        pid = worker_pids.get(s["worker_id"])
+        if pid is None:
+            problems.append(f"{step} recorded by unknown worker {s['worker_id']}")
+        elif (s["execution_id"], s["idx"], pid) not in ran_by:
+            problems.append(
+                f"{step} recorded by {s['worker_id']} (pid {pid}), which has no run of it"
+            )
     for orphan in sorted(set(records) - set(executions)):
         problems.append(f"steps of execution {orphan}, which does not exist")
 

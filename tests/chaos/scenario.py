@@ -92,6 +92,7 @@ class Fault:
     at: float  # monotonic time of the injection
     recovered: Recovered
     in_flight: int  # executions not finished when it was injected
+    held: dict[str, float] = field(default_factory=dict)  # a worker's leases: deadlines
     recovered_at: float | None = None
 
     @property
@@ -198,6 +199,7 @@ class Worker:
     worker_id: str
     url: str
     process: WorkerProcess
+    faulted_at: float = float("inf")  # wall-clock time of the fault injected into it
 
     @property
     def pid(self) -> int:
@@ -362,37 +364,59 @@ class Scenario:
     def live_workers(self) -> list[Worker]:
         return [w for w in self.workers if w.alive() and w.pid not in self.excused_pids]
 
-    def holders(self) -> dict[str, list[str]]:
-        """Worker id -> executions whose event it leases now (a strong read)."""
-        held: dict[str, list[str]] = {}
+    def holders(self) -> dict[str, dict[str, float]]:
+        """Worker id -> {execution: lease deadline} of the events it leases now (strong)."""
+        held: dict[str, dict[str, float]] = {}
         for row in self.db.query(
-            "SELECT locked_by, group_id FROM messages "
+            "SELECT locked_by, group_id, lock_expiry FROM messages "
             "WHERE locked_by IS NOT NULL AND locked_by <> '__parked__'"
         ):
-            held.setdefault(row["locked_by"].rsplit(":", 1)[0], []).append(row["group_id"])
+            worker_id = row["locked_by"].rsplit(":", 1)[0]
+            held.setdefault(worker_id, {})[row["group_id"]] = row["lock_expiry"]
         return held
 
-    def held_by(self, worker: Worker) -> list[str]:
-        return self.holders().get(worker.worker_id, [])
+    def held_by(self, worker: Worker) -> dict[str, float]:
+        return self.holders().get(worker.worker_id, {})
 
-    def pick_holder(self, timeout: float = 20.0, among: Collection[Worker] | None = None) -> Worker:
+    def assert_no_early_takeover(self, victim: Worker, held: dict[str, float]) -> None:
+        """No other worker started a step of an execution ``victim`` held before its lease
+        ran out. Deadlines and step start times are both on the cluster's clock (the
+        leader's, which on loopback is this machine's); 50 ms allow for its estimate."""
+        if not held:
+            return
+        marks = ", ".join("?" * len(held))
+        early = [
+            (row, held[row["execution_id"]])
+            for row in self.db.query(
+                f"SELECT execution_id, idx, worker_id, started_at FROM steps "
+                f"WHERE execution_id IN ({marks}) AND worker_id <> ?",
+                *held,
+                victim.worker_id,
+            )
+            if held[row["execution_id"]] - 0.05 > row["started_at"] > victim.faulted_at
+        ]
+        assert not early, f"steps started while {victim.worker_id} still held the lease: {early}"
+
+    def pick_holder(self, timeout: float = 20.0) -> Worker:
         """A random live worker that holds at least one execution now."""
 
         def find() -> Worker | None:
             held = self.holders()
-            candidates = [w for w in (among or self.live_workers()) if held.get(w.worker_id)]
+            candidates = [w for w in self.live_workers() if held.get(w.worker_id)]
             return self.rng.choice(candidates) if candidates else None
 
         return wait_for(find, timeout, "a worker holding an execution", interval=0.02)
 
     def kill(self, worker: Worker) -> None:
         """kill -9, and wait until the process is gone; its runs are excused."""
+        worker.faulted_at = time.time()
         self.excused_pids.add(worker.pid)
         worker.process.kill(signal.SIGKILL)
         worker.process.process.wait(timeout=10)
 
     def pause(self, worker: Worker) -> None:
         """SIGSTOP, and wait until the kernel says it is stopped; its runs are excused."""
+        worker.faulted_at = time.time()
         self.excused_pids.add(worker.pid)
         worker.process.kill(signal.SIGSTOP)
         wait_for(lambda: process_state(worker.pid) in ("T", "t"), 5, "SIGSTOP to take effect")
@@ -416,10 +440,16 @@ class Scenario:
         return wait_for(enough, timeout, f"{count} steps to be recorded")
 
     def fault(
-        self, kind: str, detail: str, at: float, recovered: Recovered, baseline: Snapshot
+        self,
+        kind: str,
+        detail: str,
+        at: float,
+        recovered: Recovered,
+        baseline: Snapshot,
+        held: dict[str, float] | None = None,
     ) -> Fault:
         """Register a fault injected at ``at``; ``recovered`` is tested on each reading."""
-        fault = Fault(kind, detail, at, recovered, in_flight=baseline.in_flight)
+        fault = Fault(kind, detail, at, recovered, baseline.in_flight, dict(held or {}))
         assert fault.in_flight > 0, f"{kind}: injected when no work was left to disturb"
         self.monitor.add(fault)
         return fault
@@ -444,25 +474,25 @@ class Scenario:
             at,
             lambda snap: snap.progressed(baseline, held),
             baseline,
+            held,
         )
 
-    def stall_worker(self, victim: Worker) -> tuple[Fault, list[str]]:
+    def stall_worker(self, victim: Worker) -> Fault:
         """SIGSTOP ``victim`` (resume it with :meth:`resume`); over when every execution it
-        held has moved on -- which takes its lease lapsing first. Returns the fault and
-        the executions it held."""
+        held has moved on -- which takes its lease lapsing first."""
         at = time.monotonic()
         self.pause(victim)
         time.sleep(0.2)  # a request the victim had in flight is applied (or not) by now
         baseline = self.snapshot()
         held = self.held_by(victim)
-        fault = self.fault(
+        return self.fault(
             "SIGSTOP worker",
             f"{victim.worker_id} holding {len(held)}",
             at,
             lambda snap: snap.progressed(baseline, held),
             baseline,
+            held,
         )
-        return fault, held
 
     def terminate_worker(self, victim: Worker) -> Fault:
         """SIGTERM ``victim``: it must drain and exit 0 leaving no lease behind; over when
@@ -485,6 +515,7 @@ class Scenario:
             at,
             lambda snap: snap.progressed(baseline, held),
             baseline,
+            held,
         )
 
     def cut_link(self, proxy: Any, mode: str, cut: Collection[Worker]) -> Fault:

@@ -43,7 +43,8 @@ def test_combined_faults(scenario: MakeScenario, rqlite_cluster_factory: Cluster
             # 1. a worker and the leader die at the same moment
             s.wait_steps(30)
             old_leader = cluster.leader()
-            s.kill_worker(s.pick_holder())
+            killed = s.pick_holder()
+            kill = s.kill_worker(killed)
             leader_fault = s.cluster_fault(
                 "kill -9 leader", old_leader.node_id, lambda: cluster.kill(old_leader)
             )
@@ -54,7 +55,7 @@ def test_combined_faults(scenario: MakeScenario, rqlite_cluster_factory: Cluster
             leader = cluster.nodes.index(cluster.leader())
             cut = [w for w in s.live_workers() if w.index % len(proxies) == leader]
             stalled = s.pick_holder()
-            stall, _ = s.stall_worker(stalled)
+            stall = s.stall_worker(stalled)
             cut_fault = s.cut_link(proxies[leader], "blackhole", cut)
             time.sleep(3.0)
             proxies.heal()
@@ -80,6 +81,8 @@ def test_combined_faults(scenario: MakeScenario, rqlite_cluster_factory: Cluster
             cluster.wait_ready()
 
             figures = s.finish(timeout=180)
+            s.assert_no_early_takeover(killed, kill.held)
+            s.assert_no_early_takeover(stalled, stall.held)
             for node in cluster.nodes:
                 s.wait_caught_up(node.url)
     assert figures["faults"] == 7

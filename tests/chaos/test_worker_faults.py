@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -22,14 +22,19 @@ def test_kill_9_random_workers_repeatedly(
     replacement started: its executions resume elsewhere once their leases lapse."""
     options = Options(visibility=2.0)
     with scenario("kill -9 workers", chaos_cluster, options) as s:
+        victims = []
         for round_ in range(4):
             s.wait_steps(20 + 50 * round_)
-            s.kill_worker(s.pick_holder())
+            victim = s.pick_holder()
+            victims.append((victim, s.kill_worker(victim)))
             s.spawn(wait=False)
         figures = s.finish()
+        for victim, fault in victims:
+            s.assert_no_early_takeover(victim, fault.held)
     for fault in figures["fault_list"]:
-        # Nothing comes back before the lease lapses; then it is picked up at once.
-        assert options.visibility / 4 < fault["recovery"] < options.visibility + 15
+        # Picked up once the lease lapses -- after the executions already waiting, when
+        # the workers are saturated (never-claimed groups are served first).
+        assert fault["recovery"] is not None and fault["recovery"] < options.visibility + 30
 
 
 def test_sigterm_drains_and_hands_executions_over_at_once(
@@ -57,7 +62,8 @@ def test_stalled_worker_is_taken_over_and_fenced(
     with scenario("SIGSTOP worker", chaos_cluster, options) as s:
         s.wait_steps(40)
         victim = s.pick_holder()
-        fault, held = s.stall_worker(victim)
+        fault = s.stall_worker(victim)
+        held = fault.held
         before = _steps_by(s, victim.worker_id, held)
         # Stalled until everything it held is finished by the others.
         wait_for(
@@ -75,12 +81,13 @@ def test_stalled_worker_is_taken_over_and_fenced(
         )
         figures = s.finish()
         assert _steps_by(s, victim.worker_id, held) == before, "a stale worker recorded a step"
+        s.assert_no_early_takeover(victim, held)
     assert stalled_for > options.visibility
-    assert fault.recovery is not None and fault.recovery >= options.visibility / 4
+    assert fault.recovery is not None
     assert figures["fenced_executions"] >= 1
 
 
-def _steps_by(s: Scenario, worker_id: str, executions: list[str]) -> dict[str, int]:
+def _steps_by(s: Scenario, worker_id: str, executions: Iterable[str]) -> dict[str, int]:
     counts = dict.fromkeys(executions, 0)
     for row in s.db.query(
         "SELECT execution_id, COUNT(*) AS n FROM steps WHERE worker_id = ? GROUP BY execution_id",
