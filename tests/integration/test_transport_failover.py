@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.integration.lossy_proxy import LossyProxy
-from tests.support import LoopThread, SyncView
+from tests.support import LoopThread, SyncView, wait_until
 from transports.base import QueueStats
 from transports.errors import LeaseError, LeaseLostError, UnavailableError
 from transports.rqlite import AsyncRqliteTransport, RqliteTransport
@@ -121,6 +122,42 @@ def test_from_url_waits_for_a_cluster_that_starts_late(
         assert waited >= 2.0, (kind, waited)
         round_trip(transport, kind)
     assert outcomes["httpx"][0].stats() == ZERO
+
+
+@pytest.mark.slow
+def test_from_url_waits_for_a_leader_not_just_a_listening_node(
+    rqlite_cluster_factory: Callable[..., LocalCluster], open_kind: Callable[..., Any]
+) -> None:
+    cluster = rqlite_cluster_factory(3)
+    leader = cluster.leader()
+    followers = [node for node in cluster.nodes if node is not leader]
+    for follower in followers:
+        cluster.kill(follower)
+    # Without a quorum the survivor steps down: it listens, but there is no leader.
+    wait_until(lambda: httpx.get(f"{leader.url}/readyz", timeout=1).status_code == 503, timeout=15)
+    outcomes = in_threads(
+        {kind: lambda kind=kind: open_kind(kind, leader.url, connect_timeout=2) for kind in KINDS}
+    )
+    for kind, (error, waited) in outcomes.items():
+        assert isinstance(error, UnavailableError), (kind, error)
+        assert "within 2s" in str(error) and "leader" in str(error), (kind, str(error))
+        assert waited < 4, (kind, waited)
+    # A follower comes back: the two elect a leader while from_url waits.
+    restarter = threading.Timer(1.0, lambda: cluster.start_node(followers[0], wait=False))
+    restarter.start()
+    try:
+        outcomes = in_threads(
+            {
+                kind: lambda kind=kind: open_kind(kind, leader.url, connect_timeout=30)
+                for kind in KINDS
+            }
+        )
+    finally:
+        restarter.join(30)
+    for kind, (transport, waited) in outcomes.items():
+        assert not isinstance(transport, BaseException), (kind, transport)
+        assert waited >= 1.0, (kind, waited)
+        round_trip(transport, kind)
 
 
 def test_from_url_gives_up_after_connect_timeout_when_nothing_listens(
