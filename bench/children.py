@@ -54,6 +54,13 @@ def install_handlers(
         loop.add_signal_handler(sig, stop)
 
 
+def ignore_signals() -> None:
+    """Once the loop is closed (its handlers gone), a late signal must not kill the child
+    while it writes its JSON."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def write_json(path: str, data: Any) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as file:
@@ -122,9 +129,10 @@ class Child:
         if self.process.poll() is None:
             self.process.send_signal(sig)
 
-    def stop(self, timeout: float = 60.0) -> dict[str, Any]:
-        """SIGTERM, wait, and return the JSON the child wrote."""
-        self.signal(signal.SIGTERM)
+    def stop(self, timeout: float = 60.0, *, signalled: bool = False) -> dict[str, Any]:
+        """SIGTERM (once), wait, and return the JSON the child wrote."""
+        if not signalled:
+            self.signal(signal.SIGTERM)
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -169,7 +177,7 @@ def mark_all(children: Sequence[Child], number: int, timeout: float = 30.0) -> N
 def stop_all(children: Sequence[Child], timeout: float = 60.0) -> list[dict[str, Any]]:
     for child in children:
         child.signal(signal.SIGTERM)
-    return [child.stop(timeout) for child in children]
+    return [child.stop(timeout, signalled=True) for child in children]
 
 
 def kill_all(children: Iterable[Child]) -> None:

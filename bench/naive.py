@@ -36,7 +36,13 @@ from typing import Any
 
 import httpx
 
-from bench.children import announce, install_handlers, process_times, write_json
+from bench.children import (
+    announce,
+    ignore_signals,
+    install_handlers,
+    process_times,
+    write_json,
+)
 from bench.counting import Tally
 
 SCHEMA = (
@@ -218,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker_id = args.worker_id or f"{socket.gethostname()}:{os.getpid()}:naive"
     worker = NaiveWorker(args.url.split(",")[0], args.concurrency, worker_id)
     asyncio.run(worker.run())
+    ignore_signals()
     worker.mark()
     final = worker.marks.pop()
     write_json(

@@ -16,7 +16,13 @@ from typing import Any
 
 import httpx
 
-from bench.children import announce, install_handlers, process_times, write_json
+from bench.children import (
+    announce,
+    ignore_signals,
+    install_handlers,
+    process_times,
+    write_json,
+)
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS bench_raw "
@@ -96,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     clients = RawClients(args.url, args.concurrency, args.name)
     asyncio.run(clients.run())
+    ignore_signals()
     write_json(
         args.out,
         {

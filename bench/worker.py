@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from bench.children import announce, install_handlers, process_times, write_json
+from bench.children import (
+    announce,
+    ignore_signals,
+    install_handlers,
+    process_times,
+    write_json,
+)
 from bench.counting import Tally, instrument
 
 
@@ -64,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         await worker.run(on_ready=lambda: announce("READY"))
 
     asyncio.run(run())
+    ignore_signals()
     engine.close()
     write_json(
         args.out,
