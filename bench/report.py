@@ -271,7 +271,37 @@ def render_scale(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_cost(results: dict[str, Any]) -> str:
+    headers = [
+        "request (one client, sequential)",
+        "stmts",
+        "wall ms",
+        "leader CPU ms",
+        "follower CPU ms",
+        "cluster CPU ms",
+        "per commit",
+        "commits/s",
+    ]
+    rows = [
+        [
+            r["request"],
+            str(r["statements"]),
+            _num(r["wall_ms"], 2),
+            _num(r["leader_cpu_ms"], 2),
+            _num(r["follower_cpu_ms"], 2),
+            _num(r["cluster_cpu_ms"], 2),
+            _num(r.get("cluster_cpu_ms_per_commit"), 2),
+            _num(r.get("commits_per_s_one_client")),
+        ]
+        for r in results["requests"]
+    ]
+    return "\n".join([header(results), "", _table(headers, rows)])
+
+
 def render(results: dict[str, Any]) -> str:
-    if results["meta"]["settings"]["mode"] == "scale":
+    mode = results["meta"]["settings"]["mode"]
+    if mode == "cost":
+        return render_cost(results)
+    if mode == "scale":
         return render_scale(results)
     return render_default(results)
