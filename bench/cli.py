@@ -4,6 +4,7 @@ table and write the JSON.
     python -m bench                    # default run, about a minute
     python -m bench --smoke            # seconds: checks that the benchmark still works
     python -m bench --mode scale       # claim latency at 10 vs 100k queued, RSS over 100k steps
+    python -m bench --mode cost        # rqlite CPU per request: raw writes, commits, claims
     python -m bench --workers 3 --concurrency 32 --executions 400 --steps 20 --duration 10
 
 Progress goes to stderr, the table to stdout, the JSON to ``--json``
@@ -55,7 +56,7 @@ _TUNABLES = {
 def build_parser() -> argparse.ArgumentParser:
     d = Settings()
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=("default", "scale"), default="default")
+    p.add_argument("--mode", choices=("default", "scale", "cost"), default="default")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: finishes in seconds")
     for name, (kind, text) in _TUNABLES.items():
         flag = "--" + name.replace("_", "-")
@@ -165,6 +166,8 @@ def phase_count(settings: Settings) -> int:
         from bench.scale import sizes_of
 
         return 3 + len(sizes_of(settings.queued))
+    if settings.mode == "cost":
+        return 12
     count = 1 + (2 if "raw" in settings.phases else 0)
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
@@ -196,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     from bench.scale import run_scale
 
                     results = run_scale(ctx)
+                elif settings.mode == "cost":
+                    from bench.cost import run_cost
+
+                    results = run_cost(ctx)
                 else:
                     results = run_default(ctx)
             finally:

@@ -100,3 +100,16 @@ def test_scale_smoke_reports_claims_and_rss(tmp_path: Path, rqlited_path: Path) 
     rss = data["rss"]
     assert rss["steps"] == rss["points"][-1]["steps"]
     assert all(point["rss_mb"] > 0 for point in rss["points"])
+
+
+@pytest.mark.slow
+def test_cost_smoke_reports_cpu_per_request(tmp_path: Path, rqlited_path: Path) -> None:
+    data = run_bench(tmp_path, "--mode", "cost")
+    kinds = {row["request"]: row for row in data["requests"]}
+    for name in (
+        "raw INSERT x1",
+        "raftflow commit x10 (engine)",
+        "claim request, nothing claimable",
+    ):
+        assert kinds[name]["wall_ms"] > 0 and kinds[name]["cluster_cpu_ms"] >= 0, kinds[name]
+    assert kinds["raftflow commit x10 (engine)"]["commits_per_s_one_client"] > 0
