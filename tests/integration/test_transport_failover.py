@@ -8,6 +8,8 @@ httpx and on requests, and the async twin -- side by side on that one cluster.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -201,6 +203,27 @@ def test_a_hung_node_does_not_stretch_the_budget(
         assert isinstance(error, UnavailableError), (name, error)
         assert "within 2s" in str(error), (name, str(error))
         assert 1.9 <= waited <= 3.5, (name, waited)
+
+
+def test_requests_is_an_optional_extra(rqlite_cluster: LocalCluster) -> None:
+    """Without ``requests`` installed, httpx transports work and asking for requests
+    says how to install it (run in a fresh interpreter where ``import requests`` fails)."""
+    script = f"""
+import sys
+sys.modules["requests"] = None  # what a missing package looks like to import
+from transports.rqlite import RqliteTransport
+with RqliteTransport.from_url({rqlite_cluster.url!r}) as transport:
+    transport.stats()
+try:
+    RqliteTransport.from_url({rqlite_cluster.url!r}, http="requests")
+except ImportError as exc:
+    print(exc)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'raftflow[requests]'" in done.stdout
 
 
 # --- dead nodes --------------------------------------------------------------------------
