@@ -76,11 +76,16 @@ class LossyProxy:
     def url(self) -> str:
         return f"http://{HOST}:{self.port}"
 
-    def lose_next(self, statement: str) -> None:
-        """Withhold the answer to the next request that carries ``statement``."""
+    def lose_next(self, statement: str, times: int = 1) -> None:
+        """Withhold the answers to the next ``times`` requests that carry ``statement``."""
         assert statement in QUERIES.queries, statement
         with self._lock:
-            self._to_lose.append(statement)
+            self._to_lose.extend([statement] * times)
+
+    def heal(self) -> None:
+        """Forget every answer still to be lost."""
+        with self._lock:
+            self._to_lose.clear()
 
     def _accept(self) -> None:
         while not self._closed:

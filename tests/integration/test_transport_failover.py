@@ -521,3 +521,27 @@ def test_a_settle_whose_answer_was_lost_succeeds_on_retry(
         via_lossy.extend(lease, 60)
     assert lossy.lost == [statement]
     assert via_lossy.stats() == after
+
+
+def test_a_publish_that_never_got_an_answer_is_maybe_published(
+    lossy: LossyProxy, cluster: LocalCluster, make_transport: Callable[..., Any]
+) -> None:
+    """Every answer lost until the budget runs out: UnavailableError says the publish may
+    have been applied; it was, once, and the caller's retry with the same key adds none."""
+    transport = make_transport([lossy.url], retry_timeout=1)
+    transport.stats()  # sync the clock while answers still arrive
+    lossy.lose_next("publish", times=1000)
+    with pytest.raises(UnavailableError) as unavailable:
+        transport.publish("g", 1, key="order-7")
+    assert unavailable.value.ambiguous is True
+    attempts = len(lossy.lost)
+    assert attempts >= 2  # every attempt reached rqlite ...
+    observer = make_transport(cluster.urls)
+    assert observer.stats().messages == 1  # ... and the key kept it to one message
+    lossy.heal()
+    transport.publish("g", 1, key="order-7")
+    assert observer.stats().messages == 1
+    lossy.lose_next("stats", times=1000)
+    with pytest.raises(UnavailableError) as read_failed:
+        transport.stats()
+    assert read_failed.value.ambiguous is False  # a read applies nothing
