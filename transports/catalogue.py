@@ -30,7 +30,11 @@ class Catalogue:
         return Statement(f"{self.prefix}.{name}", self.queries[name], params)
 
     def explain(self, name: str, params: Params = ()) -> Statement:
-        """``EXPLAIN QUERY PLAN`` of a statement, to check which indexes it uses."""
+        """``EXPLAIN QUERY PLAN`` of a statement, to check which indexes it uses.
+
+        rqlite 8.26 explains reads only: it refuses ``EXPLAIN`` of a write on
+        ``/db/query`` and returns no rows for it elsewhere. Explain writes on SQLite.
+        """
         return Statement(
             f"{self.prefix}.{name}.plan", "EXPLAIN QUERY PLAN " + self.queries[name], params
         )

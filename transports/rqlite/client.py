@@ -30,8 +30,10 @@ from transports.rqlite.protocol import (
 
 HttpLibrary = Literal["httpx", "requests"]
 
-# A weak read needs a leader (503 without one), so it proves the cluster can serve.
-READY_PROBE = Request((Statement("rqlite.ready", "SELECT 1"),), level="weak")
+# A strong read goes through the Raft log, so it proves a leader *with a quorum* can
+# serve -- a weak one is answered by a leader that lost its quorum and has not noticed.
+# One Raft entry per connect.
+READY_PROBE = Request((Statement("rqlite.ready", "SELECT 1"),), level="strong")
 
 
 class _SyncHttp(Protocol):
