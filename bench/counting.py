@@ -32,6 +32,8 @@ class Tally:
     failed: Counter[str] = field(default_factory=Counter)
     seconds: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    #: Keep every latency sample (memory grows with the run: off when measuring RSS).
+    keep_samples: bool = True
 
     def record(
         self, kind: str, *, raft: bool, statements: int, seconds: float, ok: bool = True
@@ -45,10 +47,11 @@ class Tally:
         if raft:
             self.raft[kind] += 1
         if kind in TIMED_KINDS:
-            self.samples.setdefault(kind, []).append(seconds)
+            self.sample(kind, seconds)
 
     def sample(self, kind: str, seconds: float) -> None:
-        self.samples.setdefault(kind, []).append(seconds)
+        if self.keep_samples:
+            self.samples.setdefault(kind, []).append(seconds)
 
     def snapshot(self) -> dict[str, Any]:
         """Totals so far, and how many latency samples each kind has (to cut windows)."""

@@ -191,10 +191,13 @@ def _worker_args(ctx: Context, i: int) -> list[str]:
     return args
 
 
-def start_workers(ctx: Context, count: int) -> list[Child]:
+def start_workers(ctx: Context, count: int, *, samples: bool = True) -> list[Child]:
+    extra = [] if samples else ["--no-samples"]
     return _spawn(
         ctx,
-        lambda i: Child(f"worker-{i}", "bench.worker", _worker_args(ctx, i), ctx.work_dir),
+        lambda i: Child(
+            f"worker-{i}", "bench.worker", [*_worker_args(ctx, i), *extra], ctx.work_dir
+        ),
         count,
     )
 

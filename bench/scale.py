@@ -192,7 +192,9 @@ def rss_run(ctx: Context) -> dict[str, Any]:
     ctx.progress.start(f"RSS over {total:,} steps, {s.workers}x{s.concurrency}")
     engine = app.engine
     engine.connect(ctx.cluster.entry_url(0))
-    children = start_workers(ctx, s.workers)
+    # No latency samples in the workers: their lists would grow with the run and be
+    # counted as the worker's memory.
+    children = start_workers(ctx, s.workers, samples=False)
     series: list[tuple[float, int]] = []
     try:
         with _sampler(ctx, children, interval=1.0) as sampler:

@@ -46,12 +46,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worker-id", default=None)
     parser.add_argument("--steps-per-turn", type=int, default=None)
     parser.add_argument("--max-batch", type=int, default=None)
+    parser.add_argument(
+        "--no-samples",
+        action="store_true",
+        help="count requests but keep no latency samples (their memory would show in RSS)",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
-    tally = Tally()
+    tally = Tally(keep_samples=not args.no_samples)
     instrument(tally)
     from bench.app import engine
 
