@@ -5,7 +5,8 @@ table and write the JSON.
     python -m bench --smoke            # seconds: checks that the benchmark still works
     python -m bench --mode scale       # claim latency at 10 vs 100k queued, RSS over 100k steps
     python -m bench --mode cost        # rqlite CPU per request: raw writes, commits, claims
-    python -m bench --workers 3 --concurrency 32 --executions 400 --steps 20 --duration 10
+    python -m bench --workers 3 --concurrency 32 --executions 96 --steps 100 --duration 10
+    python -m bench --phases raftflow --worker-option max_inflight=1
 
 Progress goes to stderr, the table to stdout, the JSON to ``--json``
 (``bench/results/latest.json`` by default; ``bench/results/`` is git-ignored).
@@ -42,8 +43,6 @@ _TUNABLES = {
     "executions": (int, "executions, E"),
     "steps": (int, "steps per execution, K"),
     "step_sleep": (float, "seconds each step sleeps"),
-    "steps_per_turn": (int, "WorkerOptions.steps_per_turn override"),
-    "max_batch": (int, "WorkerOptions.max_batch override"),
     "duration": (float, "seconds of each raw-ceiling measurement"),
     "e2e_samples": (int, "sequential 1-step workflows for the end-to-end latency"),
     "queued": (int, "scale: messages queued for the 'many' claim-latency case"),
@@ -55,13 +54,24 @@ _TUNABLES = {
 
 def build_parser() -> argparse.ArgumentParser:
     d = Settings()
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="raftflow's benchmark: starts a local 3-node rqlite cluster, prints a "
+        "table, writes JSON. See docs/performance.md.",
+    )
     p.add_argument("--mode", choices=("default", "scale", "cost"), default="default")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: finishes in seconds")
     for name, (kind, text) in _TUNABLES.items():
         flag = "--" + name.replace("_", "-")
         p.add_argument(flag, type=kind, default=None, help=f"{text} (default {getattr(d, name)})")
     p.add_argument("--sync", action="store_true", help="sync workflow and steps (thread pool)")
+    p.add_argument(
+        "--worker-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a WorkerOptions field for the raftflow workers, e.g. max_inflight=1 (repeatable)",
+    )
     p.add_argument(
         "--phases",
         default=",".join(PHASES),
@@ -83,7 +93,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
     # Flags given on the command line win over the --smoke preset.
     overrides = {name: getattr(args, name) for name in _TUNABLES if getattr(args, name) is not None}
     return replace(
-        settings, **overrides, sync=args.sync, phases=phases, json_path=args.json.resolve()
+        settings,
+        **overrides,
+        sync=args.sync,
+        phases=phases,
+        worker_options=tuple(args.worker_option),
+        json_path=args.json.resolve(),
     )
 
 
@@ -167,7 +182,7 @@ def phase_count(settings: Settings) -> int:
 
         return 3 + len(sizes_of(settings.queued))
     if settings.mode == "cost":
-        return 12
+        return 14
     count = 1 + (2 if "raw" in settings.phases else 0)
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0

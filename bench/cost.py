@@ -225,7 +225,23 @@ def run_cost(ctx: Context) -> dict[str, Any]:
         measure("idle poll (weak read)", _sender(conn, poll), 1)
     finally:
         transport.close()
-    return {"requests": rows, "samples": n}
+    from bench.sqlite_cost import claim_statement_costs, commit_cost
+
+    ctx.progress.start("cost: SQLite alone, prepare vs run")
+    sqlite_commit = commit_cost(300 if ctx.settings.smoke else 3000)
+    ctx.progress.done(
+        f"commit {sqlite_commit['commit_ms_cache_128']} ms cached, "
+        f"{sqlite_commit['commit_ms_cache_0']} ms prepared each time"
+    )
+    ctx.progress.start("cost: SQLite alone, claim statements")
+    sizes = [10, 1_000] if ctx.settings.smoke else [10, 1_000, 10_000, 100_000]
+    claim = claim_statement_costs(sizes)
+    ctx.progress.done(f"pending {sizes[-1]:,}: {claim['rows'][-1]}")
+    return {
+        "requests": rows,
+        "samples": n,
+        "sqlite_alone": {"commit": sqlite_commit, "claim_statements": claim},
+    }
 
 
 def _sender(conn: Any, request: Any) -> Callable[[], object]:

@@ -184,10 +184,8 @@ def _worker_args(ctx: Context, i: int) -> list[str]:
     s = ctx.settings
     args = ["--url", ctx.cluster.entry_url(i), "--concurrency", str(s.concurrency)]
     args += ["--worker-id", f"bench-{i}"]
-    if s.steps_per_turn is not None:
-        args += ["--steps-per-turn", str(s.steps_per_turn)]
-    if s.max_batch is not None:
-        args += ["--max-batch", str(s.max_batch)]
+    for option in s.worker_options:
+        args += ["--option", option]
     return args
 
 

@@ -295,7 +295,28 @@ def render_cost(results: dict[str, Any]) -> str:
         ]
         for r in results["requests"]
     ]
-    return "\n".join([header(results), "", _table(headers, rows)])
+    lines = [header(results), "", _table(headers, rows)]
+    alone = results.get("sqlite_alone")
+    if alone:
+        commit = alone["commit"]
+        claim = alone["claim_statements"]
+        lines += [
+            "",
+            f"SQLite alone ({claim['sqlite']}, in memory): commit statement + outcome read "
+            f"{commit['commit_ms_cache_128']} ms with a statement cache, "
+            f"{commit['commit_ms_cache_0']} ms prepared each time (as rqlite does)",
+        ]
+        names = [k for k in claim["rows"][0] if k != "pending"]
+        lines.append(
+            _table(
+                [
+                    "claim request statement, ms",
+                    *[f"{r['pending']:,} pending" for r in claim["rows"]],
+                ],
+                [[name, *[_num(r[name], 3) for r in claim["rows"]]] for name in names],
+            )
+        )
+    return "\n".join(lines)
 
 
 def render(results: dict[str, Any]) -> str:

@@ -23,8 +23,7 @@ class Settings:
     steps: int = 100
     step_sleep: float = 0.0  # seconds each step sleeps (0: measure raftflow's own cost)
     sync: bool = False  # sync workflow and steps (thread pool) instead of async
-    steps_per_turn: int | None = None  # WorkerOptions override
-    max_batch: int | None = None  # WorkerOptions override
+    worker_options: tuple[str, ...] = ()  # WorkerOptions overrides, "name=value"
     # Raw ceiling: measured for `duration` seconds at 1 client and at W x C clients.
     duration: float = 5.0
     # End-to-end latency of a 1-step workflow: sequential start() -> result() samples.
@@ -67,4 +66,5 @@ class Settings:
         data = asdict(self)
         data["json_path"] = str(self.json_path)
         data["phases"] = list(self.phases)
+        data["worker_options"] = list(self.worker_options)
         return data

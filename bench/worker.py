@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from bench.children import (
@@ -39,13 +39,33 @@ def snapshot(worker: Any, tally: Tally) -> dict[str, Any]:
     }
 
 
+def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["steps_per_turn=64", "retry_delay=0.1"]`` -> typed WorkerOptions overrides."""
+    from engine import WorkerOptions
+
+    defaults = {f.name: getattr(WorkerOptions(), f.name) for f in fields(WorkerOptions)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        if name not in defaults:
+            raise SystemExit(f"unknown WorkerOptions field {name!r} (have {sorted(defaults)})")
+        kind = type(defaults[name])
+        out[name] = text if defaults[name] is None else kind(text)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.worker")
     parser.add_argument("--url", required=True)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--worker-id", default=None)
-    parser.add_argument("--steps-per-turn", type=int, default=None)
-    parser.add_argument("--max-batch", type=int, default=None)
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a WorkerOptions field, e.g. steps_per_turn=64 (repeatable)",
+    )
     parser.add_argument(
         "--no-samples",
         action="store_true",
@@ -62,10 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     engine.connect(args.url)
     options: dict[str, Any] = {"concurrency": args.concurrency, "worker_id": args.worker_id}
-    if args.steps_per_turn is not None:
-        options["steps_per_turn"] = args.steps_per_turn
-    if args.max_batch is not None:
-        options["max_batch"] = args.max_batch
+    options.update(parse_options(args.option))
     worker = engine.worker(**options)
     marks: list[dict[str, Any]] = []
 
