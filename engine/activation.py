@@ -402,9 +402,9 @@ class Activation:
                 outcome.error,
             )
             raise Unwind()
-        self._advance(outcome)
 
     def _advance(self, outcome: CommitOutcome) -> None:
+        """Take the lease the commit left us (on the loop, before the heartbeat looks)."""
         self.turn_steps += 1
         if outcome.next_seq is None:
             self.held = False
@@ -433,7 +433,12 @@ class Activation:
         self.committing = True
         self.commits += 1
         try:
-            return await self.runtime.commit(commit)
+            outcome = await self.runtime.commit(commit)
+            if outcome.applied:
+                # Here, not in the workflow's thread: the heartbeat must never see the
+                # commit finished and the old lease still in place.
+                self._advance(outcome)
+            return outcome
         except RaftflowError as exc:
             self.held = False
             log.warning(

@@ -1,5 +1,6 @@
-"""A race the leader-kill scenario exposed: the heartbeat can take a worker's own live lease
-for a lost one, and the worker then abandons an execution nobody else holds.
+"""A race the leader-kill scenario exposed (fixed): the heartbeat could take a worker's own
+live lease for a lost one, and the worker then abandoned an execution nobody else held.
+The fix applies a commit's new lease on the loop, before ``committing`` is cleared.
 
 After a commit of a *sync* workflow returns on the worker's loop, ``Activation._commit``
 clears ``committing`` at once, but the new lease (``_advance`` in ``_applied``) or the end
@@ -57,15 +58,6 @@ def connected(chaos_cluster: LocalCluster) -> Iterator[Engine]:
     engine.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine bug: Worker._heartbeat races a sync workflow's commit -- committing is "
-        "cleared on the loop before the workflow thread applies the new lease "
-        "(Activation._applied/_advance), so the heartbeat extends the deleted message, "
-        "sets held=False on a live lease, and the execution stalls for a whole visibility"
-    ),
-)
 def test_heartbeat_never_drops_a_live_lease_of_a_sync_workflow(
     connected: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -83,4 +75,4 @@ def test_heartbeat_never_drops_a_live_lease_of_a_sync_workflow(
     lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
     # One worker, one execution: nobody else can have taken the lease.
     assert lost == [], lost
-    assert worker.stats.claims == 1, f"claimed {worker.stats.claims} times: it was abandoned"
+    assert worker.stats.claimed == 1, f"leased {worker.stats.claimed} times: it was abandoned"
