@@ -66,21 +66,36 @@ def test_follower_kill_9_and_restart(
     assert counts["succeeded"] == counts["executions"] == 60
 
 
+@pytest.mark.parametrize("power_loss", [False, True], ids=["sigterm", "kill-9"])
 def test_full_cluster_stop_and_restart(
-    scenario: MakeScenario, rqlite_cluster_factory: ClusterFactory
+    scenario: MakeScenario, rqlite_cluster_factory: ClusterFactory, power_loss: bool
 ) -> None:
-    """Every node stops mid-run (SIGTERM) and restarts from its data dir 3 s later: the
-    workers ride it out (their requests retry) and everything resumes."""
+    """Every node stops mid-run and restarts from its data dir 3 s later.
+
+    sigterm: a clean stop; the workers ride it out (their requests retry for 15 s).
+    kill-9: a power loss, and clients that give up after 2 s: commits fail, their leases
+    lapse, claims keep retrying -- and still everything resumes, nothing acknowledged lost.
+    """
     cluster = rqlite_cluster_factory(3)
-    with scenario("full cluster stop", cluster, NODE_FAULT_OPTIONS) as s:
+    if power_loss:
+        retries = {"retry_timeout": 2.0}
+        options = Options(visibility=3.0, worker_options=dict(retries), client_options=retries)
+        name, kind = "power loss (kill -9 all nodes)", "kill -9 all nodes"
+    else:
+        options, name, kind = NODE_FAULT_OPTIONS, "full cluster stop", "stop all nodes"
+    with scenario(name, cluster, options) as s:
         s.wait_steps(40)
 
         def stop_and_restart() -> None:
-            cluster.stop_all_nodes()
+            if power_loss:
+                for node in cluster.nodes:
+                    cluster.kill(node)
+            else:
+                cluster.stop_all_nodes()
             time.sleep(3.0)
             cluster.start_all_nodes()
 
-        fault = s.cluster_fault("stop all nodes", "3 s down", stop_and_restart)
+        fault = s.cluster_fault(kind, "3 s down", stop_and_restart)
         recovery = s.wait_recovered(fault)
         assert recovery > 3.0
         figures: dict[str, Any] = s.finish()
