@@ -19,7 +19,8 @@ def test_kill_9_random_workers_repeatedly(
     scenario: MakeScenario, chaos_cluster: LocalCluster
 ) -> None:
     """Four times, a random worker holding executions is killed with SIGKILL and a
-    replacement started: its executions resume elsewhere once their leases lapse."""
+    replacement started (and up before the next kill): its executions resume elsewhere
+    once their leases lapse."""
     options = Options(visibility=2.0)
     with scenario("kill -9 workers", chaos_cluster, options) as s:
         victims = []
@@ -27,7 +28,7 @@ def test_kill_9_random_workers_repeatedly(
             s.wait_steps(20 + 50 * round_)
             victim = s.pick_holder()
             victims.append((victim, s.kill_worker(victim)))
-            s.spawn(wait=False)
+            s.spawn()
         figures = s.finish()
         for victim, fault in victims:
             s.assert_no_early_takeover(victim, fault.held)
