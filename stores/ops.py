@@ -1,9 +1,14 @@
 """Every store operation as an I/O-free flow, shared by rqlite and SQLite, sync and async.
 
-Reads use rqlite's ``weak`` level: the leader answers from its own state without a Raft
-round (0.4 ms instead of 1.5 ms). A weak read can be stale only in the moment a deposed
-leader has not yet noticed; that is harmless for status polling, and the worker never
-relies on it -- it reads the state it replays in the same Raft entry as its claim.
+Reads are cheap first, exact when it matters. A ``weak`` read is answered by the leader
+from its own state without a Raft round (0.4 ms instead of 1.5 ms, and no log entry), which
+is what status polling needs. But it can be stale: while a deposed leader has not noticed,
+and -- seen by the chaos suite -- for seconds after a whole-cluster restart, when the new
+leader answers before it has re-applied its log (even "no such table"). So an answer that
+would be wrong to act on when stale -- "no such execution", an error -- is read again at
+``strong`` (through the Raft log) before it is believed, and the step records, read
+rarely, are always read strong. A weak "still running" is merely polled again. The worker
+never relies on any of this: it reads what it replays in the same Raft entry as its claim.
 """
 
 from __future__ import annotations
@@ -157,9 +162,8 @@ class StoreFlows:
 
     def get(self, execution_id: str) -> Flow[ExecutionRecord | None]:
         check_id(execution_id, what="execution_id")
-        response = yield Request((QUERIES("get", {"id": execution_id}),), level="weak")
-        row = response.raise_for_errors()[0].first()
-        return None if row is None else execution_from_row(row)
+        rows = yield from _read(QUERIES("get", {"id": execution_id}), strong_if_empty=True)
+        return execution_from_row(rows[0]) if rows else None
 
     def list(self, status: Status | None, limit: int) -> Flow[builtins.list[ExecutionRecord]]:
         if (
@@ -172,17 +176,16 @@ class StoreFlows:
             statement = QUERIES("list_all", {"limit": limit})
         else:
             statement = QUERIES("list_by_status", {"status": Status(status).value, "limit": limit})
-        response = yield Request((statement,), level="weak")
-        return [execution_from_row(row) for row in response.raise_for_errors()[0].dicts()]
+        rows = yield from _read(statement)
+        return [execution_from_row(row) for row in rows]
 
     def steps(self, execution_id: str) -> Flow[builtins.list[StepRecord]]:
         check_id(execution_id, what="execution_id")
-        response = yield Request((QUERIES("steps", {"id": execution_id}),), level="weak")
+        response = yield Request((QUERIES("steps", {"id": execution_id}),), level="strong")
         return [step_from_row(row) for row in response.raise_for_errors()[0].dicts()]
 
     def counts(self) -> Flow[dict[Status, int]]:
-        response = yield Request((QUERIES("counts"),), level="weak")
-        rows = response.raise_for_errors()[0].dicts()
+        rows = yield from _read(QUERIES("counts"))
         return {Status(row["status"]): int(row["n"]) for row in rows}
 
     # -- the worker's side, appended to the queue's claim request -------------------------
@@ -216,6 +219,19 @@ class StoreFlows:
         for row in response.result_of("store.claimed_steps").dicts():
             steps.setdefault(row["execution_id"], []).append(step_from_row(row))
         return executions, steps
+
+
+def _read(
+    statement: Statement, *, strong_if_empty: bool = False
+) -> Flow[builtins.list[dict[str, Any]]]:
+    """Rows of a read: ``weak`` first, again at ``strong`` when the weak answer is an error
+    (or empty, if asked) -- the answers a stale leader gives."""
+    response = yield Request((statement,), level="weak")
+    result = response[0]
+    if result.error is None and (result.rows or not strong_if_empty):
+        return result.dicts()
+    response = yield Request((statement,), level="strong")
+    return response.raise_for_errors()[0].dicts()
 
 
 def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
