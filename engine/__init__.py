@@ -25,6 +25,7 @@ from engine.errors import (
     WorkflowFailedError,
 )
 from engine.handle import WorkflowHandle
+from engine.hooks import Hooks
 from engine.worker import Worker, WorkerOptions
 from stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
 
@@ -34,6 +35,7 @@ __all__ = [
     "ExecutionConflictError",
     "ExecutionNotFoundError",
     "ExecutionRecord",
+    "Hooks",
     "InputValidationError",
     "NonDeterminismError",
     "RaftflowError",

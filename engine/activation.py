@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 import traceback
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 from pydantic_core import PydanticSerializationError
@@ -41,6 +42,9 @@ from stores.ops import Commit, CommitOutcome
 from transports.base import Lease
 from transports.errors import InvalidArgumentError, RaftflowError
 from transports.payload import from_json, to_json
+
+if TYPE_CHECKING:
+    from engine.hooks import HookChain
 
 log = logging.getLogger("raftflow.worker")
 
@@ -82,6 +86,7 @@ class Runtime(Protocol):
     loop: asyncio.AbstractEventLoop
     worker_id: str
     max_payload_bytes: int
+    hooks: HookChain
 
     async def commit(self, commit: Commit) -> CommitOutcome: ...
 
@@ -242,11 +247,17 @@ class Activation:
         # Inside a step, step calls are plain calls: a step is one unit of work.
         tokens = _current.set(None), _step.set(info)
         self.in_step = True
+        hooks = self.runtime.hooks
+        hooks.before_step(info)
+        started = time.perf_counter()
+        error: Exception | None = None
         try:
             return call(), None
         except Exception as exc:
+            error = exc
             return None, exc
         finally:
+            hooks.after_step(info, error=error, duration=time.perf_counter() - started)
             self.in_step = False
             _step.reset(tokens[1])
             _current.reset(tokens[0])
@@ -256,11 +267,17 @@ class Activation:
     ) -> tuple[Any, Exception | None]:
         tokens = _current.set(None), _step.set(info)
         self.in_step = True
+        hooks = self.runtime.hooks
+        hooks.before_step(info)
+        started = time.perf_counter()
+        error: Exception | None = None
         try:
             return await call(), None
         except Exception as exc:
+            error = exc
             return None, exc
         finally:
+            hooks.after_step(info, error=error, duration=time.perf_counter() - started)
             self.in_step = False
             _step.reset(tokens[1])
             _current.reset(tokens[0])
@@ -415,6 +432,8 @@ class Activation:
 
     def _conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
         self.held = False
+        if outcome.applied and commit.status is not None:
+            self.runtime.hooks.after_execution(self.execution_id, commit.status)
         if not outcome.applied:
             log.warning(
                 "execution %s: outcome not recorded (%s); another worker holds it",

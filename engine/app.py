@@ -17,6 +17,7 @@ from engine.activation import current
 from engine.errors import ConfigurationError, ExecutionConflictError, ExecutionNotFoundError
 from engine.events import RUN
 from engine.handle import WorkflowHandle
+from engine.hooks import Hooks
 from engine.registry import Registry, StepDef, WorkflowDef
 from engine.worker import Worker, WorkerOptions
 from stores.base import ExecutionRecord, Status
@@ -82,6 +83,7 @@ class Engine:
     ) -> None:
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
+        self.hooks: list[Hooks] = []
         self._url = url
         self._lock = threading.Lock()
         self._transport: SqlTransport | None = None
@@ -161,6 +163,12 @@ class Engine:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def add_hooks(self, hooks: Hooks) -> None:
+        """Register worker lifecycle hooks (metrics, tracing); see :mod:`engine.hooks`."""
+        if not isinstance(hooks, Hooks):
+            raise ConfigurationError("hooks must subclass engine.hooks.Hooks")
+        self.hooks.append(hooks)
 
     # -- definitions ----------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from engine.activation import Activation
 from engine.events import parse_event
+from engine.hooks import HookChain
 from stores.base import ExecutionRecord, StepRecord
 from stores.ops import Commit, CommitOutcome, StoreFlows, commit_request, outcomes_from
 from transports.base import Lease
@@ -94,6 +95,7 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         self.worker_id = self.options.worker_id or default_worker_id()
         self.max_payload_bytes = engine.max_payload_bytes
+        self.hooks = HookChain(engine.hooks)
         self.stats = WorkerStats()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._stopping: asyncio.Event | None = None

@@ -395,3 +395,59 @@ def test_payload_over_the_limit_is_refused_before_sending(engine: Engine) -> Non
     with pytest.raises(PayloadTooLargeError, match="over the limit"):
         engine.start(big, "x" * (1_048_576 + 1))
     assert engine.list() == []
+
+
+def test_hooks_see_steps_and_outcomes_and_cannot_break_them(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    from engine import Hooks, StepInfo
+
+    seen: list[tuple[str, Any]] = []
+
+    class Recorder(Hooks):
+        def before_step(self, step: StepInfo) -> None:
+            seen.append(("before", step.name))
+
+        def after_step(
+            self, step: StepInfo, *, error: BaseException | None, duration: float
+        ) -> None:
+            assert duration >= 0
+            seen.append(("after", type(error).__name__ if error else None))
+
+        def after_execution(self, execution_id: str, status: Status) -> None:
+            seen.append(("done", status))
+
+    class Broken(Hooks):
+        def before_step(self, step: StepInfo) -> None:
+            raise RuntimeError("hook bug")
+
+    engine.add_hooks(Broken())
+    engine.add_hooks(Recorder())
+
+    @engine.step
+    def ok(x: int) -> int:
+        return x
+
+    @engine.step
+    def bad(x: int) -> int:
+        raise ValueError(x)
+
+    @engine.workflow
+    def wf(x: int) -> int:
+        try:
+            bad(x)
+        except StepError:
+            pass
+        return ok(x)
+
+    handle = engine.start(wf, 5)
+    with engine.running_worker():
+        assert handle.result(timeout=10) == 5
+    assert seen == [
+        ("before", "bad"),
+        ("after", "ValueError"),
+        ("before", "ok"),
+        ("after", None),
+        ("done", Status.SUCCEEDED),
+    ]
+    assert "hook Broken.before_step failed" in caplog.text
