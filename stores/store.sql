@@ -138,8 +138,10 @@ LEFT JOIN messages AS m ON m.group_id = e.id AND m.locked_by = :lease_token
 WHERE e.id = :execution_id;
 
 -- name: mark_claimed_running
+-- `+status`: look the claimed executions up by id. Left to itself SQLite walks the
+-- status index, i.e. every pending execution (40 ms at 100k pending, 0.03 ms by id).
 UPDATE executions SET status = 'running', updated_at = :now
-WHERE status = 'pending'
+WHERE +status = 'pending'
   AND id IN (SELECT group_id FROM messages WHERE locked_by = :token);
 
 -- name: claimed_executions

@@ -1,0 +1,76 @@
+"""The hot path's statements reach rows through indexes, never by scanning a table: their
+cost must not grow with the number of queued messages or stored executions. Checked with
+SQLite's EXPLAIN QUERY PLAN on the shared schema (rqlite runs the same SQLite and the
+same SQL; it only explains reads, so the plans are checked here)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from stores.ops import QUERIES as STORE
+from transports.catalogue import Catalogue
+from transports.queue import QUERIES as QUEUE
+
+TABLES = ("messages", "groups", "executions", "steps", "message_keys")
+HOT_PATH = [
+    (QUEUE, "publish"),
+    (QUEUE, "claim"),
+    (QUEUE, "touch_claimed_groups"),
+    (QUEUE, "claimed"),
+    (QUEUE, "claimable"),
+    (QUEUE, "ack"),
+    (QUEUE, "nack"),
+    (QUEUE, "extend"),
+    (QUEUE, "forget_keys"),
+    (STORE, "start"),
+    (STORE, "commit"),
+    (STORE, "commit_outcome"),
+    (STORE, "mark_claimed_running"),
+    (STORE, "claimed_executions"),
+    (STORE, "claimed_steps"),
+    (STORE, "get"),
+    (STORE, "steps"),
+    (STORE, "list_by_status"),
+]
+PARAMS = {
+    "token": "t",
+    "now": 1.0,
+    "expiry": 2.0,
+    "limit": 8,
+    "min_priority": 0,
+    "id": "x",
+    "execution_id": "x",
+    "lease_token": "t",
+    "commit_id": "c",
+    "status": "pending",
+    "seq": 1,
+    "group_id": "g",
+    "event": "{}",
+    "priority": 0,
+    "key": "k",
+    "cutoff": 0.0,
+    "locked_by": None,
+}
+
+
+@pytest.fixture(scope="module")
+def db() -> sqlite3.Connection:
+    connection = sqlite3.connect(":memory:")
+    for statement in QUEUE.schema() + STORE.schema():
+        connection.execute(statement.sql)
+    return connection
+
+
+@pytest.mark.parametrize("catalogue, name", HOT_PATH, ids=[f"{c.prefix}.{n}" for c, n in HOT_PATH])
+def test_no_table_scan(db: sqlite3.Connection, catalogue: Catalogue, name: str) -> None:
+    plan = [row[3] for row in db.execute(catalogue.explain(name).sql, PARAMS)]
+    scans = [step for step in plan if step.startswith("SCAN") and step.split()[1] in TABLES]
+    assert not scans, plan
+
+
+def test_claim_walks_the_ready_index_per_priority(db: sqlite3.Connection) -> None:
+    plan = "\n".join(row[3] for row in db.execute(QUEUE.explain("claim").sql, PARAMS))
+    assert plan.count("USING INDEX groups_ready (priority=? AND ready_at<?)") == 5
+    assert "USING COVERING INDEX messages_by_group (group_id=?)" in plan
