@@ -52,6 +52,27 @@ PARAMS = {
     "key": "k",
     "cutoff": 0.0,
     "locked_by": None,
+    **dict.fromkeys(
+        [
+            "workflow",
+            "input",
+            "lease_seq",
+            "worker_id",
+            "step_idx",
+            "step_name",
+            "step_status",
+            "step_output",
+            "step_error",
+            "step_started_at",
+            "output",
+            "error",
+            "next_event",
+            "next_priority",
+            "next_token",
+            "next_expiry",
+        ],
+        None,
+    ),
 }
 
 
