@@ -201,7 +201,12 @@ def start_workers(ctx: Context, count: int, *, samples: bool = True) -> list[Chi
 
 
 def start_executions(
-    ctx: Context, engine: Any, count: int, steps: int, label: str
+    ctx: Context,
+    engine: Any,
+    count: int,
+    steps: int,
+    label: str,
+    on_progress: Callable[[], None] | None = None,
 ) -> tuple[list[str], str]:
     from bench import app
 
@@ -212,6 +217,8 @@ def start_executions(
         ids.append(engine.start(workflow, spec).id)
         if i % 50 == 0:
             ctx.progress.update(f"{label}: started {i + 1:,}/{count:,} executions")
+            if on_progress is not None:
+                on_progress()
     return ids, workflow.__name__
 
 

@@ -200,7 +200,15 @@ def rss_run(ctx: Context) -> dict[str, Any]:
         with _sampler(ctx, children, interval=1.0) as sampler:
             measured = Measured(ctx, children, sampler)
             measured.begin()
-            _, workflow = start_executions(ctx, engine, s.rss_executions, s.rss_steps, "rss")
+            series.append((time.time(), 0))
+
+            def poll() -> None:  # steps done so far, while the executions are being started
+                done = ctx.cluster.scalar("SELECT COALESCE(SUM(steps_done), 0) FROM executions")
+                series.append((time.time(), int(done)))
+
+            _, workflow = start_executions(
+                ctx, engine, s.rss_executions, s.rss_steps, "rss", on_progress=poll
+            )
             wait_raftflow(
                 ctx,
                 children,
