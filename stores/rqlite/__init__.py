@@ -16,8 +16,13 @@ from transports.clock import Clock, ClusterClock
 from transports.payload import MAX_PAYLOAD_BYTES
 from transports.queue import QUERIES
 from transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from transports.rqlite.client import AsyncRqliteConnection, HttpLibrary, RqliteConnection
-from transports.rqlite.protocol import RqliteConfig
+from transports.rqlite.client import (
+    AsyncRqliteConnection,
+    HttpLibrary,
+    RqliteConnection,
+    aconnect,
+    connect,
+)
 
 __all__ = ["AsyncRqliteStore", "RqliteStore"]
 
@@ -52,21 +57,21 @@ class RqliteStore(SqlStore):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> RqliteStore:
         """Connect as :meth:`RqliteTransport.from_url` does (same URL forms and options)."""
-        config = RqliteConfig.from_url(
+        connection = connect(
             url,
+            http=http,
             verify=verify,
             timeout=timeout,
             retry_timeout=retry_timeout,
             connect_timeout=connect_timeout,
         )
-        store = cls(RqliteConnection(config, http=http), max_payload_bytes=max_payload_bytes)
-        try:
-            store.connection.wait_ready()
-            if create_schema:
+        store = cls(connection, max_payload_bytes=max_payload_bytes)
+        if create_schema:
+            try:
                 store.create_schema()
-        except BaseException:
-            store.close()
-            raise
+            except BaseException:
+                store.close()
+                raise
         return store
 
     @classmethod
@@ -82,7 +87,7 @@ class RqliteStore(SqlStore):
     def to_async(self) -> AsyncRqliteStore:
         """An async twin on the same cluster, credentials, clock and options."""
         return AsyncRqliteStore(
-            AsyncRqliteConnection(self.config),
+            self.connection.to_async(),
             clock=self.flows.clock,
             max_payload_bytes=self.flows.max_payload_bytes,
         )
@@ -117,21 +122,20 @@ class AsyncRqliteStore(AsyncSqlStore):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> AsyncRqliteStore:
         """Connect as :meth:`RqliteStore.from_url` does, awaiting the wait and schema."""
-        config = RqliteConfig.from_url(
+        connection = await aconnect(
             url,
             verify=verify,
             timeout=timeout,
             retry_timeout=retry_timeout,
             connect_timeout=connect_timeout,
         )
-        store = cls(AsyncRqliteConnection(config), max_payload_bytes=max_payload_bytes)
-        try:
-            await store.connection.wait_ready()
-            if create_schema:
+        store = cls(connection, max_payload_bytes=max_payload_bytes)
+        if create_schema:
+            try:
                 await store.create_schema()
-        except BaseException:
-            await store.close()
-            raise
+            except BaseException:
+                await store.close()
+                raise
         return store
 
     @classmethod

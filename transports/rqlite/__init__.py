@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from transports.clock import Clock, ClusterClock
 from transports.payload import MAX_PAYLOAD_BYTES
 from transports.queue import QUERIES, QueueFlows
-from transports.rqlite.client import AsyncRqliteConnection, HttpLibrary, RqliteConnection
+from transports.rqlite.client import (
+    AsyncRqliteConnection,
+    HttpLibrary,
+    RqliteConnection,
+    aconnect,
+    connect,
+)
 from transports.rqlite.protocol import RqliteConfig
 from transports.sql import AsyncSqlTransport, SqlTransport
 
@@ -39,17 +45,14 @@ class RqliteTransport(SqlTransport):
 
     def __init__(
         self,
-        config: RqliteConfig,
+        connection: RqliteConnection,
         *,
-        http: HttpLibrary = "httpx",
         clock: Clock | None = None,
         max_event_bytes: int = MAX_PAYLOAD_BYTES,
         dedup_window: float = 900.0,
     ) -> None:
-        super().__init__(
-            RqliteConnection(config, http=http), _flows(clock, max_event_bytes, dedup_window)
-        )
-        self.config = config
+        super().__init__(connection, _flows(clock, max_event_bytes, dedup_window))
+        self.config = connection.config
 
     @classmethod
     def from_url(
@@ -69,39 +72,35 @@ class RqliteTransport(SqlTransport):
         """Connect to ``http(s)://[user:pass@]host:port[,host:port...]``.
 
         Waits up to ``connect_timeout`` seconds for a node to answer through an elected
-        leader, then creates the schema if asked; raises
+        leader with a quorum, then creates the schema if asked; raises
         :class:`~transports.errors.UnavailableError` (no cluster) or
         :class:`~transports.errors.AuthenticationError` (credentials refused) otherwise.
         ``verify`` is ``True``, ``False`` or the path of a CA bundle; ``timeout`` bounds one
         HTTP attempt and ``retry_timeout`` all the attempts of one request.
         """
-        config = RqliteConfig.from_url(
+        connection = connect(
             url,
+            http=http,
             verify=verify,
             timeout=timeout,
             retry_timeout=retry_timeout,
             connect_timeout=connect_timeout,
         )
         transport = cls(
-            config,
-            http=http,
-            clock=clock,
-            max_event_bytes=max_event_bytes,
-            dedup_window=dedup_window,
+            connection, clock=clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
         )
-        try:
-            transport.connection.wait_ready()
-            if create_schema:
+        if create_schema:
+            try:
                 transport.create_schema()
-        except BaseException:
-            transport.close()
-            raise
+            except BaseException:
+                transport.close()
+                raise
         return transport
 
     def to_async(self) -> AsyncRqliteTransport:
         """An async twin on the same cluster, credentials and options (not yet awaited)."""
         return AsyncRqliteTransport(
-            self.config,
+            self.connection.to_async(),
             clock=self.flows.clock,
             max_event_bytes=self.flows.max_event_bytes,
             dedup_window=self.flows.dedup_window,
@@ -115,16 +114,14 @@ class AsyncRqliteTransport(AsyncSqlTransport):
 
     def __init__(
         self,
-        config: RqliteConfig,
+        connection: AsyncRqliteConnection,
         *,
         clock: Clock | None = None,
         max_event_bytes: int = MAX_PAYLOAD_BYTES,
         dedup_window: float = 900.0,
     ) -> None:
-        super().__init__(
-            AsyncRqliteConnection(config), _flows(clock, max_event_bytes, dedup_window)
-        )
-        self.config = config
+        super().__init__(connection, _flows(clock, max_event_bytes, dedup_window))
+        self.config = connection.config
 
     @classmethod
     async def from_url(
@@ -141,7 +138,7 @@ class AsyncRqliteTransport(AsyncSqlTransport):
         dedup_window: float = 900.0,
     ) -> AsyncRqliteTransport:
         """Connect as :meth:`RqliteTransport.from_url` does, awaiting the wait and schema."""
-        config = RqliteConfig.from_url(
+        connection = await aconnect(
             url,
             verify=verify,
             timeout=timeout,
@@ -149,13 +146,12 @@ class AsyncRqliteTransport(AsyncSqlTransport):
             connect_timeout=connect_timeout,
         )
         transport = cls(
-            config, clock=clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
+            connection, clock=clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
         )
-        try:
-            await transport.connection.wait_ready()
-            if create_schema:
+        if create_schema:
+            try:
                 await transport.create_schema()
-        except BaseException:
-            await transport.close()
-            raise
+            except BaseException:
+                await transport.close()
+                raise
         return transport

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
@@ -257,3 +258,28 @@ def _describe(exc: BaseException) -> str:
 def _served_by(headers: Any) -> str | None:
     value: str | None = headers.get("X-Rqlite-Served-By")
     return value
+
+
+def connect(
+    url: str | Sequence[str], *, http: HttpLibrary = "httpx", **options: Any
+) -> RqliteConnection:
+    """Parse ``url`` (``options`` are :class:`RqliteConfig` fields), open a connection and
+    wait up to ``connect_timeout`` for a leader with a quorum; closed again on failure."""
+    connection = RqliteConnection(RqliteConfig.from_url(url, **options), http=http)
+    try:
+        connection.wait_ready()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+async def aconnect(url: str | Sequence[str], **options: Any) -> AsyncRqliteConnection:
+    """The async twin of :func:`connect`."""
+    connection = AsyncRqliteConnection(RqliteConfig.from_url(url, **options))
+    try:
+        await connection.wait_ready()
+    except BaseException:
+        await connection.close()
+        raise
+    return connection
