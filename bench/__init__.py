@@ -25,7 +25,9 @@ naive          the spec's naive protocol: schema and worker (``python -m bench.n
 phases         raw, raftflow, end-to-end and naive phases
 latency        percentiles, step-to-step gaps, steady-state throughput
 scale          ``--mode scale``: claim latency at 10 vs 100k queued, RSS over 100k steps
-report         the table
+cost           ``--mode cost``: rqlite CPU per request, leader vs followers
+sqlite_cost    raftflow's statements in SQLite alone: prepare vs run, claim statements
+report         the tables
 progress       one line per phase with a counter
 =============  ======================================================================
 """

@@ -8,6 +8,7 @@ the same way. Rates and per-step costs are computed between the two marks only.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -107,8 +108,6 @@ def _check_alive(children: Sequence[Child]) -> None:
 
 
 def _sampler(ctx: Context, children: Sequence[Child], interval: float = 0.5) -> Sampler:
-    import os
-
     return Sampler(
         {
             "rqlite": ctx.cluster.node_pids,
