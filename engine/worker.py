@@ -65,7 +65,9 @@ class WorkerOptions:
     drain_timeout: float = 30.0  # on stop: how long running steps may take to finish
     park_unknown: float = 60.0  # how long an event this worker cannot run stays parked
     max_batch: int = 64  # commits per request at most
-    max_inflight: int = 4  # commit requests in flight at once
+    # Commit requests in flight at once. 1 measured best on rqlite (bench/, docs/
+    # performance.md): rqlite is CPU-bound, and more requests only split the batches.
+    max_inflight: int = 1
     retry_delay: float = 0.5  # after a failed claim
 
 
@@ -336,10 +338,10 @@ class Worker:
 class Committer:
     """Group commit: every commit waiting when a request can go goes in that request.
 
-    Up to ``max_inflight`` requests are in flight at once: rqlite applies concurrent
-    requests in one Raft pipeline (1 client: ~600 writes/s, 16: ~1,500), so a slow request
-    does not hold every other execution back. Each execution has at most one commit
-    waiting at a time, so concurrent requests never reorder an execution's commits.
+    A batch is one statement (:func:`stores.ops.commit_request`). ``max_inflight``
+    requests may be in flight at once (1 by default: more only split the batches while
+    rqlite is CPU-bound). Each execution has at most one commit waiting at a time, so
+    concurrent requests never reorder an execution's commits.
     """
 
     def __init__(
@@ -401,6 +403,14 @@ class Committer:
             response = await self._conn.send(commit_request(commits))
             self._stats.commit_requests += 1
             outcomes = outcomes_from(response, commits)
+            if response[0].error is not None and len(commits) > 1:
+                # Not a lease lost (that skips a row): an error that failed the whole
+                # statement. Send the commits one by one so only the culprit fails.
+                outcomes = []
+                for commit in commits:
+                    single = await self._conn.send(commit_request([commit]))
+                    self._stats.commit_requests += 1
+                    outcomes.extend(outcomes_from(single, [commit]))
         except Exception as exc:
             for _, future in batch:
                 if not future.done():

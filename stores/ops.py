@@ -14,6 +14,7 @@ never relies on any of this: it reads what it replays in the same Raft entry as 
 from __future__ import annotations
 
 import builtins
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 from stores.base import ErrorInfo, ExecutionRecord, StartOutcome, Status, StepRecord
 from transports.catalogue import load
 from transports.clock import Clock
-from transports.db import Flow, Request, Response, Result, Statement
+from transports.db import Flow, Request, Response, Statement
 from transports.errors import InvalidArgumentError
 from transports.payload import MAX_PAYLOAD_BYTES, check_id, check_priority, from_json, to_json
 from transports.queue import QUERIES as QUEUE_QUERIES
@@ -63,9 +64,9 @@ class Commit:
     next_token: str | None = None
     next_expiry: float | None = None
 
-    def statements(self) -> tuple[Statement, Statement]:
-        """The commit and the read that tells its outcome, for one request."""
-        params = {
+    def row(self) -> dict[str, Any]:
+        """The commit as one row of ``execution_commits`` (one object of the batch)."""
+        return {
             "execution_id": self.execution_id,
             "lease_seq": self.lease_seq,
             "lease_token": self.lease_token,
@@ -88,8 +89,6 @@ class Commit:
             "next_token": self.next_token,
             "next_expiry": self.next_expiry,
         }
-        outcome = {"execution_id": self.execution_id, "lease_token": self.lease_token}
-        return QUERIES("commit", params), QUERIES("commit_outcome", outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +99,6 @@ class CommitOutcome:
     error: str | None = None
     next_seq: int | None = None
     next_expiry: float | None = None
-
-
-def commit_outcome(commit_id: str, commit: Result, outcome: Result) -> CommitOutcome:
-    """Read a commit's two results. A commit that failed in this attempt but whose id is
-    recorded was applied by an earlier attempt of the same request (a retry)."""
-    row = outcome.first()
-    applied = row is not None and row["commit_id"] == commit_id
-    if not applied:
-        return CommitOutcome(False, error=commit.error or outcome.error or "not applied")
-    assert row is not None
-    return CommitOutcome(True, next_seq=row["next_seq"], next_expiry=row["next_expiry"])
 
 
 class StoreFlows:
@@ -265,16 +253,28 @@ def step_from_row(row: dict[str, Any]) -> StepRecord:
 
 
 def commit_request(commits: Sequence[Commit]) -> Request:
-    """Many executions' commits in one non-transactional request: one round trip and one
-    Raft entry, each commit atomic on its own (a fenced one fails alone)."""
-    statements = [statement for commit in commits for statement in commit.statements()]
-    return Request(tuple(statements), transaction=False)
+    """Many executions' commits in one request: one round trip, one Raft entry and one
+    statement, each commit atomic on its own (a fenced one is skipped alone), plus the read
+    of every outcome."""
+    batch = json.dumps([commit.row() for commit in commits], separators=(",", ":"))
+    params = {"commits": batch}
+    return Request(
+        (QUERIES("commit", params), QUERIES("commit_outcome", params)), transaction=False
+    )
 
 
 def outcomes_from(response: Response, commits: Sequence[Commit]) -> list[CommitOutcome]:
-    """The outcome of each commit of :func:`commit_request`, in order."""
-    results = response.results
-    return [
-        commit_outcome(commit.commit_id, results[2 * i], results[2 * i + 1])
-        for i, commit in enumerate(commits)
-    ]
+    """The outcome of each commit of :func:`commit_request`, in order. A commit whose id
+    the execution records was applied, by this attempt or an earlier one of the request."""
+    error = response[0].error or response[1].error
+    rows = {row["position"]: row for row in response[1].dicts()}
+    outcomes = []
+    for position in range(len(commits)):
+        row = rows.get(position)
+        if row is None or not row["applied"]:
+            outcomes.append(CommitOutcome(False, error=error or "lease lost"))
+        else:
+            outcomes.append(
+                CommitOutcome(True, next_seq=row["next_seq"], next_expiry=row["next_expiry"])
+            )
+    return outcomes

@@ -60,8 +60,8 @@ END;
 -- name: schema.execution_commits
 -- Inserting a row here is one atomic, fenced commit of an execution's progress: the
 -- checkpoint of a step (or the final status), the ack of the event the worker leases and
--- the publish of the next event. One statement, so a request can carry the commits of
--- many executions (one Raft entry) and each succeeds or fails on its own.
+-- the publish of the next event. Each row succeeds or is skipped on its own, so one
+-- multi-row INSERT carries the commits of many executions (one statement, one Raft entry).
 CREATE VIEW IF NOT EXISTS execution_commits AS SELECT
   NULL AS execution_id, NULL AS lease_seq, NULL AS lease_token, NULL AS commit_id,
   NULL AS now, NULL AS worker_id,
@@ -70,13 +70,19 @@ CREATE VIEW IF NOT EXISTS execution_commits AS SELECT
   NULL AS status, NULL AS output, NULL AS error,
   NULL AS next_event, NULL AS next_priority, NULL AS next_token, NULL AS next_expiry;
 
+-- name: schema.drop_abort_commit_trigger
+-- Databases made before the fence became RAISE(IGNORE) have the older trigger.
+DROP TRIGGER IF EXISTS execution_commit;
+
 -- name: schema.on_execution_commit
--- Fencing: only the holder of the live lease may commit; a worker whose lease lapsed and
--- was taken over gets 'lease lost' and changes nothing. The next event stays leased to
--- the committer (no new claim) when it asks (:next_token) and no other event of the
--- execution is waiting -- a waiting one (a signal) must be delivered first, in order.
-CREATE TRIGGER IF NOT EXISTS execution_commit INSTEAD OF INSERT ON execution_commits BEGIN
-  SELECT RAISE(ABORT, 'lease lost') WHERE NOT EXISTS (
+-- Fencing: only the holder of the live lease may commit; the row of a worker whose lease
+-- lapsed and was taken over is skipped (RAISE(IGNORE): the other rows of the statement
+-- go on) and changes nothing -- the outcome read tells it apart. The next event stays
+-- leased to the committer (no new claim) when it asks (next_token) and no other event of
+-- the execution is waiting -- a waiting one (a signal) must be delivered first, in order.
+CREATE TRIGGER IF NOT EXISTS execution_commit_fenced INSTEAD OF INSERT ON execution_commits
+BEGIN
+  SELECT RAISE(IGNORE) WHERE NOT EXISTS (
     SELECT 1 FROM messages WHERE seq = NEW.lease_seq AND locked_by = NEW.lease_token);
   INSERT INTO steps (execution_id, idx, name, status, output, error, started_at, ended_at,
                      worker_id)
@@ -120,22 +126,36 @@ VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id);
 SELECT commit_id = :commit_id AS created FROM executions WHERE id = :id;
 
 -- name: commit
+-- The commits of a batch as one JSON array (one object per commit, keys = the view's
+-- columns): one static statement whatever the batch size. rqlite 8.26 prepares every
+-- statement anew on every node, and preparing this trigger chain costs more than
+-- running it, so one multi-row statement is several times cheaper than one per commit.
 INSERT INTO execution_commits (
   execution_id, lease_seq, lease_token, commit_id, now, worker_id,
   step_idx, step_name, step_status, step_output, step_error, step_started_at,
   status, output, error, next_event, next_priority, next_token, next_expiry)
-VALUES (
-  :execution_id, :lease_seq, :lease_token, :commit_id, :now, :worker_id,
-  :step_idx, :step_name, :step_status, :step_output, :step_error, :step_started_at,
-  :status, :output, :error, :next_event, :next_priority, :next_token, :next_expiry);
+SELECT
+  json_extract(c.value, '$.execution_id'), json_extract(c.value, '$.lease_seq'),
+  json_extract(c.value, '$.lease_token'), json_extract(c.value, '$.commit_id'),
+  json_extract(c.value, '$.now'), json_extract(c.value, '$.worker_id'),
+  json_extract(c.value, '$.step_idx'), json_extract(c.value, '$.step_name'),
+  json_extract(c.value, '$.step_status'), json_extract(c.value, '$.step_output'),
+  json_extract(c.value, '$.step_error'), json_extract(c.value, '$.step_started_at'),
+  json_extract(c.value, '$.status'), json_extract(c.value, '$.output'),
+  json_extract(c.value, '$.error'), json_extract(c.value, '$.next_event'),
+  json_extract(c.value, '$.next_priority'), json_extract(c.value, '$.next_token'),
+  json_extract(c.value, '$.next_expiry')
+FROM json_each(:commits) AS c;
 
 -- name: commit_outcome
--- Read in the same request as the commit: did it apply (now or in an earlier attempt),
--- and which message does the committer lease now, if any.
-SELECT e.commit_id, m.seq AS next_seq, m.lock_expiry AS next_expiry
-FROM executions AS e
-LEFT JOIN messages AS m ON m.group_id = e.id AND m.locked_by = :lease_token
-WHERE e.id = :execution_id;
+-- Read in the same request as the commit: did each commit apply (now or in an earlier
+-- attempt of the same request), and which message does its committer lease now, if any.
+SELECT c.key AS position, e.commit_id = json_extract(c.value, '$.commit_id') AS applied,
+       m.seq AS next_seq, m.lock_expiry AS next_expiry
+FROM json_each(:commits) AS c
+LEFT JOIN executions AS e ON e.id = json_extract(c.value, '$.execution_id')
+LEFT JOIN messages AS m
+  ON m.group_id = e.id AND m.locked_by = json_extract(c.value, '$.lease_token');
 
 -- name: mark_claimed_running
 -- `+status`: look the claimed executions up by id. Left to itself SQLite walks the

@@ -52,6 +52,7 @@ PARAMS = {
     "key": "k",
     "cutoff": 0.0,
     "locked_by": None,
+    "commits": "[]",
     **dict.fromkeys(
         [
             "workflow",
