@@ -167,55 +167,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                     seqs[e] = outcome.next_seq
                 step[0] += 1
 
-            measure(f"raftflow commit x{batch} (engine)", commit_all, 2 * batch, batch)
-
-        for batch in (10, 30):
-            token, seqs, ids = leased(batch)
-            step = [0]
-            # The commit statement's named parameters, in the order it declares them.
-            columns = list(Commit("x", 0, "t", "w", 0.0).statements()[0].params)
-
-            def multi_row(
-                token: str = token,
-                seqs: dict[str, int] = seqs,
-                ids: list[str] = ids,
-                step: list[int] = step,
-                columns: list[str] = columns,
-            ) -> None:
-                now = drive(conn, flows.clock.now())
-                params: list[Any] = []
-                for e in ids:
-                    values = {
-                        "execution_id": e, "lease_seq": seqs[e], "lease_token": token,
-                        "commit_id": uuid.uuid4().hex, "now": now, "worker_id": "bench-cost",
-                        "step_idx": step[0], "step_name": "tick", "step_status": "succeeded",
-                        "step_output": "1", "step_error": None, "step_started_at": now,
-                        "status": "running", "output": None, "error": None,
-                        "next_event": run_text, "next_priority": 0, "next_token": token,
-                        "next_expiry": now + 3600,
-                    }  # fmt: skip
-                    params += [values[c] for c in columns]
-                row = "(" + ", ".join("?" for _ in columns) + ")"
-                sql = f"INSERT INTO execution_commits ({', '.join(columns)}) VALUES " + ", ".join(
-                    [row] * len(ids)
-                )
-                outcome = (
-                    "SELECT e.id, m.seq FROM executions AS e LEFT JOIN messages AS m "
-                    "ON m.group_id = e.id AND m.locked_by = ? WHERE e.id IN ("
-                    + ", ".join("?" * len(ids))
-                    + ")"
-                )
-                response = conn.send(
-                    Request(
-                        (Statement("multi", sql, params), Statement("out", outcome, [token, *ids])),
-                        transaction=False,
-                    )
-                ).raise_for_errors()
-                for found in response[1].dicts():
-                    seqs[found["id"]] = found["seq"]
-                step[0] += 1
-
-            measure(f"what-if: multi-row commit x{batch}", multi_row, 2, batch)
+            measure(f"raftflow commit x{batch} (engine)", commit_all, 2, batch)
 
         now = drive(conn, flows.clock.now())
         empty = flows.claim_request("bench-cost:none", now, now + 30, 16, 0)

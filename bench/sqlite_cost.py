@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-import uuid
 from typing import Any
 
 
@@ -44,9 +43,11 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
 
 
 def commit_cost(commits: int = 3000) -> dict[str, float]:
-    """ms per commit statement (+ outcome read), with and without a statement cache."""
+    """ms per commit (the batch statement with one commit, + outcome read), with and
+    without a statement cache."""
     from engine.events import RUN
-    from stores.ops import QUERIES as STORE
+    from stores.base import Status
+    from stores.ops import Commit, commit_request
     from transports.payload import to_json
     from transports.queue import QUERIES as QUEUE
 
@@ -67,22 +68,16 @@ def commit_cost(commits: int = 3000) -> dict[str, float]:
         started = time.process_time()
         for step in range(commits // len(ids)):
             for e in ids:
-                db.execute(
-                    STORE.queries["commit"],
-                    {
-                        "execution_id": e, "lease_seq": seqs[e], "lease_token": "t",
-                        "commit_id": uuid.uuid4().hex, "now": now, "worker_id": "w",
-                        "step_idx": step, "step_name": "tick", "step_status": "succeeded",
-                        "step_output": "1", "step_error": None, "step_started_at": now,
-                        "status": "running", "output": None, "error": None,
-                        "next_event": event, "next_priority": 0, "next_token": "t",
-                        "next_expiry": now + 3600,
-                    },
+                commit = Commit(
+                    execution_id=e, lease_seq=seqs[e], lease_token="t", worker_id="w",
+                    now=now, step_idx=step, step_name="tick", step_output="1",
+                    step_started_at=now, status=Status.RUNNING, next_event=event,
+                    next_token="t", next_expiry=now + 3600,
                 )  # fmt: skip
-                row = db.execute(
-                    STORE.queries["commit_outcome"], {"execution_id": e, "lease_token": "t"}
-                ).fetchone()
-                seqs[e] = row[1]
+                write, read = commit_request([commit]).statements
+                db.execute(write.sql, write.params)
+                row = db.execute(read.sql, read.params).fetchone()
+                seqs[e] = row[2]
         out[f"commit_ms_cache_{cache}"] = round((time.process_time() - started) / commits * 1000, 4)
         db.close()
     return out
