@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 RQLITED := .rqlite/bin/rqlited
 
-.PHONY: setup rqlite demo demo-cluster test test-fast lint bench cluster clean
+.PHONY: setup rqlite demo demo-cluster test test-fast lint bench bench-smoke cluster clean
 
 setup: $(INSTALLED) $(RQLITED)
 
@@ -36,6 +36,12 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+bench: setup  ## the benchmark on its own local 3-node cluster (about 1.5 minutes)
+	$(BIN)/python -m bench
+
+bench-smoke: setup  ## the benchmark in seconds (what CI checks)
+	$(BIN)/python -m bench --smoke
 
 cluster: setup  ## a local 3-node rqlite cluster until Ctrl-C
 	$(BIN)/raftflow cluster --nodes 3
