@@ -7,8 +7,8 @@ operation      round trips  what the one request carries
 =============  ===========  ============================================================
 publish        1            idempotent INSERT (the key's row and group row via triggers)
 claim          1            transaction: lease UPDATE, groups UPDATE, read-back SELECT
-ack            1            transaction: DELETE by (seq, token) + holder SELECT
-nack / extend  1            transaction: UPDATE by (seq, token) + holder SELECT
+ack            1            DELETE by (seq, token); a holder read only if 0 rows
+nack / extend  1            UPDATE by (seq, token); a holder read only if 0 rows
 claimable      1            a ``weak`` read, no Raft entry (the idle worker's poll)
 =============  ===========  ============================================================
 
@@ -204,36 +204,56 @@ class QueueFlows:
 
     def ack(self, lease: Lease) -> Flow[None]:
         self._check_live(lease)
-        params = {"seq": lease.seq, "token": lease.token}
-        response = yield Request(
-            (QUERIES("ack", params), QUERIES("holder", {"seq": lease.seq})), transaction=True
-        )
-        self._conclude(lease, response, done_if_gone=True)
+        statement = QUERIES("ack", {"seq": lease.seq, "token": lease.token})
+        yield from self._settle(lease, statement, done_if_gone=True)
 
     def nack(self, lease: Lease, delay: float = 0) -> Flow[None]:
         self._check_live(lease)
         delay = check_seconds(delay, what="delay", allow_zero=True)
         now = yield from self.clock.now()
-        response = yield Request(
-            (self._settle_statement(lease, now, delay), QUERIES("holder", {"seq": lease.seq})),
-            transaction=True,
+        yield from self._settle(
+            lease, self._settle_statement(lease, now, delay), done_if_gone=False
         )
-        self._conclude(lease, response, done_if_gone=False)
 
     def extend(self, lease: Lease, visibility: float) -> Flow[Lease]:
         self._check_live(lease)
         visibility = check_seconds(visibility, what="visibility", allow_zero=False)
         now = yield from self.clock.now()
         params = {"seq": lease.seq, "token": lease.token, "expiry": now + visibility}
-        response = yield Request(
-            (QUERIES("extend", params), QUERIES("holder", {"seq": lease.seq})), transaction=True
-        )
-        response.raise_for_errors()
-        holder = response[1].first()
-        if response[0].rows_affected != 1 and not (holder and holder["locked_by"] == lease.token):
-            self._forget(lease)
-            raise LeaseLostError(f"lease on message {lease.seq} of {lease.group_id!r} was lost")
+        response = yield Request((QUERIES("extend", params),), transaction=False)
+        if response.raise_for_errors()[0].rows_affected != 1:
+            # An ambiguous retry finds the deadline already moved; anything else is lost.
+            holder = yield from self._holder(lease)
+            if not (response.ambiguous and holder and holder["locked_by"] == lease.token):
+                self._forget(lease)
+                raise LeaseLostError(f"lease on message {lease.seq} of {lease.group_id!r} was lost")
         return replace(lease, expires_at=now + visibility)
+
+    def _settle(self, lease: Lease, statement: Statement, *, done_if_gone: bool) -> Flow[None]:
+        """One statement that only touches the row while it holds the caller's token.
+        The common case is one round trip; only a zero-row answer reads who holds it."""
+        response = yield Request((statement,), transaction=False)
+        if response.raise_for_errors()[0].rows_affected == 1:
+            self._forget(lease)
+            return
+        holder = yield from self._holder(lease)
+        self._forget(lease)
+        # Zero rows after an ambiguous failure: our earlier attempt was applied if the row
+        # is gone (ack) or no longer holds someone else's live lease (nack).
+        if response.ambiguous and (
+            holder is None
+            if done_if_gone
+            else holder is None or holder["locked_by"] in (None, PARKED)
+        ):
+            return
+        raise LeaseLostError(
+            f"lease on message {lease.seq} of group {lease.group_id!r} was lost: it lapsed "
+            "and another worker claimed or settled the message"
+        )
+
+    def _holder(self, lease: Lease) -> Flow[dict[str, Any] | None]:
+        response = yield Request((QUERIES("holder", {"seq": lease.seq}),), level="strong")
+        return response.raise_for_errors()[0].first()
 
     def _settle_statement(self, lease: Lease, now: float | None, delay: float) -> Statement:
         if delay > 0 and now is not None:
@@ -243,27 +263,6 @@ class QueueFlows:
         return QUERIES(
             "nack",
             {"seq": lease.seq, "token": lease.token, "locked_by": locked_by, "expiry": expiry},
-        )
-
-    def _conclude(self, lease: Lease, response: Response, *, done_if_gone: bool) -> None:
-        response.raise_for_errors()
-        if response[0].rows_affected == 1:
-            self._forget(lease)
-            return
-        holder = response[1].first()
-        # Zero rows after an ambiguous failure: our earlier attempt was applied if the row
-        # is gone (ack) or no longer holds someone else's live lease (nack).
-        if response.ambiguous and (
-            holder is None
-            if done_if_gone
-            else holder is None or holder["locked_by"] in (None, PARKED)
-        ):
-            self._forget(lease)
-            return
-        self._forget(lease)
-        raise LeaseLostError(
-            f"lease on message {lease.seq} of group {lease.group_id!r} was lost: it lapsed "
-            "and another worker claimed or settled the message"
         )
 
     # -- inspection -----------------------------------------------------------------------
