@@ -32,29 +32,14 @@ def transport_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_transport(
-    transport_kind: str, cluster: LocalCluster, loop_thread: LoopThread
-) -> Iterator[Callable[..., Any]]:
-    """``make_transport(urls=None, **options)``: a transport of this test's kind, closed at
-    teardown. Async twins come wrapped in a SyncView."""
-    opened: list[Any] = []
+def make_transport(connect: Callable[..., Any], cluster: LocalCluster) -> Callable[..., Any]:
+    """``make_transport(urls=None, **options)``: a transport of this test's kind on the
+    shared cluster (its tables emptied), closed at teardown."""
 
     def make(urls: Any = None, **options: Any) -> Any:
-        urls = urls or cluster.urls
-        if transport_kind == "async":
-            twin = loop_thread.run(AsyncRqliteTransport.from_url(urls, **options))
-            opened.append(twin)
-            return SyncView(twin, loop_thread)
-        transport = RqliteTransport.from_url(urls, http=transport_kind, **options)
-        opened.append(transport)
-        return transport
+        return connect(urls or cluster.urls, **options)
 
-    yield make
-    for transport in opened:
-        if isinstance(transport, AsyncRqliteTransport):
-            loop_thread.run(transport.close())
-        else:
-            transport.close()
+    return make
 
 
 @pytest.fixture
