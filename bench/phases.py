@@ -312,6 +312,34 @@ def _per_step(counts: dict[str, float], steps: int) -> dict[str, float]:
     return {k: round(v / steps, 4) for k, v in sorted(counts.items())} if steps else {}
 
 
+def _accounting(
+    counted: dict[str, Any],
+    win: Any,
+    steps: int,
+    worker_raft: int,
+    client_raft: int,
+    applied: int,
+) -> dict[str, Any]:
+    """Requests, Raft entries, round trips and CPU per step: the same for every phase."""
+    return {
+        "requests_per_step": _per_step(counted["requests"], steps),
+        "raft_entries_workers": worker_raft,
+        "raft_entries_client": client_raft,
+        "raft_entries_applied": applied,
+        "raft_entries_unattributed": applied - worker_raft - client_raft,
+        "elections": win.elections(),
+        "raft_per_step": round(worker_raft / steps, 4) if steps else None,
+        "raft_per_step_applied": round(applied / steps, 4) if steps else None,
+        "round_trips": counted["round_trips"],
+        "round_trips_per_step": round(counted["round_trips"] / steps, 4) if steps else None,
+        "seconds": round(win.seconds, 3),
+        "cpu_cores": win.cores(),
+        "worker_cpu_seconds_per_1k_steps": round(counted["cpu_seconds"] / steps * 1000, 3)
+        if steps
+        else None,
+    }
+
+
 def raftflow_summary(
     ctx: Context,
     win: Window,
@@ -351,21 +379,7 @@ def raftflow_summary(
         "requests_by_kind": counted["requests"],
         "raft_by_kind": counted["raft"],
         "failed_requests": counted["failed"],
-        "requests_per_step": _per_step(counted["requests"], steps),
-        "raft_entries_workers": worker_raft,
-        "raft_entries_client": parent_raft,
-        "raft_entries_applied": applied,
-        "raft_entries_unattributed": applied - worker_raft - parent_raft,
-        "elections": win.elections(),
-        "raft_per_step": round(worker_raft / steps, 4) if steps else None,
-        "raft_per_step_applied": round(applied / steps, 4) if steps else None,
-        "round_trips": counted["round_trips"],
-        "round_trips_per_step": round(counted["round_trips"] / steps, 4) if steps else None,
-        "seconds": round(win.seconds, 3),
-        "cpu_cores": win.cores(),
-        "worker_cpu_seconds_per_1k_steps": round(counted["cpu_seconds"] / steps * 1000, 3)
-        if steps
-        else None,
+        **_accounting(counted, win, steps, worker_raft, parent_raft, applied),
         "raft": [win.raft[0].as_json(), win.raft[1].as_json()],
     }
 
@@ -501,21 +515,7 @@ def run_naive(ctx: Context) -> dict[str, Any]:
         "step_to_step": latency.summary_ms(latency.step_gaps(rows)["all"]),
         "claim_request": latency.summary_ms(counted["samples"].get("naive.claim", [])),
         "requests_by_kind": counted["requests"],
-        "requests_per_step": _per_step(counted["requests"], steps),
-        "raft_entries_workers": worker_raft,
-        "raft_entries_client": published,
-        "raft_entries_applied": applied,
-        "raft_entries_unattributed": applied - worker_raft - published,
-        "elections": win.elections(),
-        "raft_per_step": round(worker_raft / steps, 4) if steps else None,
-        "raft_per_step_applied": round(applied / steps, 4) if steps else None,
-        "round_trips": counted["round_trips"],
-        "round_trips_per_step": round(counted["round_trips"] / steps, 4) if steps else None,
-        "seconds": round(win.seconds, 3),
-        "cpu_cores": win.cores(),
-        "worker_cpu_seconds_per_1k_steps": round(counted["cpu_seconds"] / steps * 1000, 3)
-        if steps
-        else None,
+        **_accounting(counted, win, steps, worker_raft, published, applied),
         "worker_rss": rss,
         "raft": [win.raft[0].as_json(), win.raft[1].as_json()],
     }
