@@ -18,7 +18,7 @@ $(INSTALLED): pyproject.toml
 	touch $(INSTALLED)
 
 $(RQLITED): $(INSTALLED)
-	$(BIN)/python -m transports.rqlite.runtime install
+	$(BIN)/python -m raftflow.transports.rqlite.runtime install
 
 demo: setup  ## the checkout demo on a local SQLite file (one process)
 	$(BIN)/raftflow demo
@@ -32,10 +32,15 @@ test: setup  ## the whole suite against real rqlite clusters
 test-fast: setup  ## unit tests only (no server)
 	$(BIN)/pytest tests/unit
 
+# mypy maps module names to paths, so it type-checks the installed namespace (raftflow.*)
+# through a farm of symlinks shaped like the wheel: .typecheck/raftflow/{engine,...}.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	rm -rf .typecheck && mkdir -p .typecheck/raftflow
+	for f in __init__.py __main__.py py.typed; do ln -s ../../raftflow/$$f .typecheck/raftflow/$$f; done
+	for d in engine transports stores; do ln -s ../../$$d .typecheck/raftflow/$$d; done
+	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p raftflow
 
 bench: setup  ## the benchmark on its own local 3-node cluster (about 1.5 minutes)
 	$(BIN)/python -m bench
@@ -47,4 +52,4 @@ cluster: setup  ## a local 3-node rqlite cluster until Ctrl-C
 	$(BIN)/raftflow cluster --nodes 3
 
 clean:
-	rm -rf $(VENV) .rqlite .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .rqlite .pytest_cache .mypy_cache .ruff_cache .typecheck

@@ -12,8 +12,7 @@ import asyncio
 import time
 
 from pydantic import BaseModel
-
-from engine import Engine
+from raftflow.engine import Engine
 
 engine = Engine()
 

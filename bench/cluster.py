@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-
-from transports.rqlite.cluster import LocalCluster, Node
+from raftflow.transports.rqlite.cluster import LocalCluster, Node
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,14 @@ def _cpu(pid: int) -> float:
 
 
 def run_cost(ctx: Context) -> dict[str, Any]:
-    from engine.events import RUN
-    from stores.base import Status
-    from stores.ops import QUERIES as STORE
-    from stores.ops import Commit, StoreFlows, commit_request, outcomes_from
-    from stores.rqlite import RqliteStore
-    from transports.db import Request, Statement, drive
-    from transports.payload import to_json
-    from transports.rqlite import RqliteTransport
+    from raftflow.engine.events import RUN
+    from raftflow.stores.base import Status
+    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.stores.ops import Commit, StoreFlows, commit_request, outcomes_from
+    from raftflow.stores.rqlite import RqliteStore
+    from raftflow.transports.db import Request, Statement, drive
+    from raftflow.transports.payload import to_json
+    from raftflow.transports.rqlite import RqliteTransport
 
     n = ctx.settings.claim_samples
     leader = ctx.cluster.nodes[0]
@@ -201,6 +201,6 @@ def _sender(conn: Any, request: Any) -> Callable[[], object]:
 
 
 def _claimable_statement(now: float) -> Any:
-    from transports.queue import QUERIES as QUEUE
+    from raftflow.transports.queue import QUERIES as QUEUE
 
     return QUEUE("claimable", {"now": now, "limit": 1, "min_priority": 0})

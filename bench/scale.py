@@ -45,9 +45,9 @@ def sizes_of(queued: int) -> list[int]:
 
 
 def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
-    from engine.events import RUN
-    from stores.ops import QUERIES as STORE
-    from transports.payload import to_json
+    from raftflow.engine.events import RUN
+    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.transports.payload import to_json
 
     event = to_json(RUN, what="event")
     now = time.time()
@@ -72,11 +72,11 @@ def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
 
 
 def raftflow_claims(ctx: Context) -> dict[str, Any]:
-    from stores.ops import StoreFlows
-    from stores.rqlite import RqliteStore
-    from transports.db import Request, Statement, drive
-    from transports.queue import QUERIES as QUEUE
-    from transports.rqlite import RqliteTransport
+    from raftflow.stores.ops import StoreFlows
+    from raftflow.stores.rqlite import RqliteStore
+    from raftflow.transports.db import Request, Statement, drive
+    from raftflow.transports.queue import QUERIES as QUEUE
+    from raftflow.transports.rqlite import RqliteTransport
 
     s = ctx.settings
     transport = RqliteTransport.from_url(ctx.cluster.leader_url)

@@ -14,8 +14,8 @@ from typing import Any
 
 
 def _database(cache: int) -> sqlite3.Connection:
-    from stores.ops import QUERIES as STORE
-    from transports.queue import QUERIES as QUEUE
+    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.transports.queue import QUERIES as QUEUE
 
     db = sqlite3.connect(":memory:", isolation_level=None, cached_statements=cache)
     for statement in QUEUE.schema() + STORE.schema():
@@ -24,7 +24,7 @@ def _database(cache: int) -> sqlite3.Connection:
 
 
 def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float) -> None:
-    from stores.ops import QUERIES as STORE
+    from raftflow.stores.ops import QUERIES as STORE
 
     sql = STORE.queries["start"]
     db.execute("BEGIN")
@@ -45,11 +45,11 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
 def commit_cost(commits: int = 3000) -> dict[str, float]:
     """ms per commit (the batch statement with one commit, + outcome read), with and
     without a statement cache."""
-    from engine.events import RUN
-    from stores.base import Status
-    from stores.ops import Commit, commit_request
-    from transports.payload import to_json
-    from transports.queue import QUERIES as QUEUE
+    from raftflow.engine.events import RUN
+    from raftflow.stores.base import Status
+    from raftflow.stores.ops import Commit, commit_request
+    from raftflow.transports.payload import to_json
+    from raftflow.transports.queue import QUERIES as QUEUE
 
     event = to_json(RUN, what="event")
     out: dict[str, float] = {}
@@ -86,10 +86,10 @@ def commit_cost(commits: int = 3000) -> dict[str, float]:
 def claim_statement_costs(sizes: list[int], repeats: int = 20) -> dict[str, Any]:
     """ms per statement of the worker's claim request with ``n`` executions pending,
     and the query plan of each statement at the largest size."""
-    from engine.events import RUN
-    from stores.ops import QUERIES as STORE
-    from transports.payload import to_json
-    from transports.queue import QUERIES as QUEUE
+    from raftflow.engine.events import RUN
+    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.transports.payload import to_json
+    from raftflow.transports.queue import QUERIES as QUEUE
 
     event = to_json(RUN, what="event")
     statements = [

@@ -1,4 +1,4 @@
-"""A raftflow worker process for the benchmark: ``engine.worker(...)`` on ``bench.app``,
+"""A raftflow worker process for the benchmark: ``raftflow.engine.worker(...)`` on ``bench.app``,
 with every request counted (:mod:`bench.counting`) and its counters written as JSON
 when it stops.
 
@@ -41,7 +41,7 @@ def snapshot(worker: Any, tally: Tally) -> dict[str, Any]:
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
     """``["steps_per_turn=64", "retry_delay=0.1"]`` -> typed WorkerOptions overrides."""
-    from engine import WorkerOptions
+    from raftflow.engine import WorkerOptions
 
     defaults = {f.name: getattr(WorkerOptions(), f.name) for f in fields(WorkerOptions)}
     out: dict[str, Any] = {}

@@ -9,9 +9,9 @@
 >>> handle = engine.start(total, [1, 2, 3])
 """
 
-from engine.activation import StepInfo, current_step
-from engine.app import Engine, open_backend
-from engine.errors import (
+from raftflow.engine.activation import StepInfo, current_step
+from raftflow.engine.app import Engine, open_backend
+from raftflow.engine.errors import (
     ExecutionConflictError,
     ExecutionNotFoundError,
     InputValidationError,
@@ -24,10 +24,10 @@ from engine.errors import (
     WorkflowError,
     WorkflowFailedError,
 )
-from engine.handle import WorkflowHandle
-from engine.hooks import Hooks
-from engine.worker import Worker, WorkerOptions
-from stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.engine.handle import WorkflowHandle
+from raftflow.engine.hooks import Hooks
+from raftflow.engine.worker import Worker, WorkerOptions
+from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
 
 __all__ = [
     "Engine",

@@ -5,7 +5,7 @@ that result (or raises its recorded error) without running the step: the code be
 steps is replayed and sees the same values. The first unrecorded step runs, and its
 result is committed -- before the next step runs, or with the workflow's outcome if it
 returns first -- together with the ack of the current event and the publish of the next
-(one fenced statement, :class:`stores.ops.Commit`). While the worker keeps the turn
+(one fenced statement, :class:`raftflow.stores.ops.Commit`). While the worker keeps the turn
 the next event stays leased to it, so the workflow simply continues in memory; when the
 turn ends (or another event of the execution is waiting) the lease goes back to the
 queue and the next step call unwinds the run: the next claimer replays up to there.
@@ -28,23 +28,22 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-
-from engine.errors import (
+from raftflow.engine.errors import (
     InputValidationError,
     NonDeterminismError,
     StepError,
     WorkflowError,
 )
-from engine.events import RUN
-from engine.registry import StepDef, WorkflowDef
-from stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
-from stores.ops import Commit, CommitOutcome
-from transports.base import Lease
-from transports.errors import InvalidArgumentError, RaftflowError
-from transports.payload import from_json, to_json
+from raftflow.engine.events import RUN
+from raftflow.engine.registry import StepDef, WorkflowDef
+from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.ops import Commit, CommitOutcome
+from raftflow.transports.base import Lease
+from raftflow.transports.errors import InvalidArgumentError, RaftflowError
+from raftflow.transports.payload import from_json, to_json
 
 if TYPE_CHECKING:
-    from engine.hooks import HookChain
+    from raftflow.engine.hooks import HookChain
 
 log = logging.getLogger("raftflow.worker")
 

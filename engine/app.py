@@ -13,17 +13,21 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar, overload
 
-from engine.activation import current
-from engine.errors import ConfigurationError, ExecutionConflictError, ExecutionNotFoundError
-from engine.events import RUN
-from engine.handle import WorkflowHandle
-from engine.hooks import Hooks
-from engine.registry import Registry, StepDef, WorkflowDef
-from engine.worker import Worker, WorkerOptions
-from stores.base import ExecutionRecord, Status
-from stores.sql import AsyncSqlStore, SqlStore
-from transports.payload import MAX_PAYLOAD_BYTES
-from transports.sql import AsyncSqlTransport, SqlTransport
+from raftflow.engine.activation import current
+from raftflow.engine.errors import (
+    ConfigurationError,
+    ExecutionConflictError,
+    ExecutionNotFoundError,
+)
+from raftflow.engine.events import RUN
+from raftflow.engine.handle import WorkflowHandle
+from raftflow.engine.hooks import Hooks
+from raftflow.engine.registry import Registry, StepDef, WorkflowDef
+from raftflow.engine.worker import Worker, WorkerOptions
+from raftflow.stores.base import ExecutionRecord, Status
+from raftflow.stores.sql import AsyncSqlStore, SqlStore
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.sql import AsyncSqlTransport, SqlTransport
 
 log = logging.getLogger("raftflow")
 
@@ -40,8 +44,8 @@ def open_backend(url: str, **options: Any) -> tuple[SqlTransport, SqlStore]:
         raise ConfigurationError(f"a backend URL must be a str, not {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower()
     if scheme in ("http", "https", "rqlite", "rqlites"):
-        from stores.rqlite import RqliteStore
-        from transports.rqlite import RqliteTransport
+        from raftflow.stores.rqlite import RqliteStore
+        from raftflow.transports.rqlite import RqliteTransport
 
         transport = RqliteTransport.from_url(url, create_schema=False, **options)
         try:
@@ -52,8 +56,8 @@ def open_backend(url: str, **options: Any) -> tuple[SqlTransport, SqlStore]:
     if scheme == "sqlite":
         if options:
             raise ConfigurationError(f"sqlite URLs take no options, got {sorted(options)}")
-        from stores.sqlite import SqliteStore
-        from transports.sqlite import SqliteTransport
+        from raftflow.stores.sqlite import SqliteStore
+        from raftflow.transports.sqlite import SqliteTransport
 
         sqlite_transport = SqliteTransport.from_url(url, create_schema=False)
         return sqlite_transport, SqliteStore.for_transport(sqlite_transport)
@@ -165,7 +169,7 @@ class Engine:
         self.close()
 
     def add_hooks(self, hooks: Hooks) -> None:
-        """Register worker lifecycle hooks (metrics, tracing); see :mod:`engine.hooks`."""
+        """Register worker lifecycle hooks (metrics, tracing); see :mod:`raftflow.engine.hooks`."""
         if not isinstance(hooks, Hooks):
             raise ConfigurationError("hooks must subclass engine.hooks.Hooks")
         self.hooks.append(hooks)

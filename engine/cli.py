@@ -18,12 +18,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine.app import Engine
-from engine.errors import ConfigurationError, RaftflowError
+from raftflow.engine.app import Engine
+from raftflow.engine.errors import ConfigurationError, RaftflowError
 
 
 def load_engine(spec: str) -> Engine:
-    """``module:attribute`` (``engine.demo:engine``) to the Engine it names."""
+    """``module:attribute`` (``raftflow.engine.demo:engine``) to the Engine it names."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigurationError(f"expected module:attribute, got {spec!r}")
@@ -89,7 +89,7 @@ def cmd_executions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from engine import demo
+    from raftflow.engine import demo
 
     if args.cluster:
         return _demo_on_cluster(args.executions, args.workers)
@@ -111,8 +111,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _demo_on_cluster(executions: int, workers: int) -> int:
-    from engine import demo
-    from transports.rqlite.cluster import LocalCluster
+    from raftflow.engine import demo
+    from raftflow.transports.rqlite.cluster import LocalCluster
 
     print(f"raftflow demo: starting a local 3-node rqlite cluster and {workers} workers")
     with LocalCluster(3) as cluster:
@@ -127,9 +127,9 @@ def _demo_on_cluster(executions: int, workers: int) -> int:
                         [
                             sys.executable,
                             "-m",
-                            "engine.cli",
+                            "raftflow.engine.cli",
                             "worker",
-                            "engine.demo:engine",
+                            "raftflow.engine.demo:engine",
                             "--url",
                             "http://" + ",".join(order),
                             "--concurrency",
@@ -177,7 +177,7 @@ def _print_receipts(
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from transports.rqlite import cluster
+    from raftflow.transports.rqlite import cluster
 
     argv = ["--nodes", str(args.nodes)]
     if args.base_dir:
@@ -186,7 +186,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_install_rqlite(args: argparse.Namespace) -> int:
-    from transports.rqlite import runtime
+    from raftflow.transports.rqlite import runtime
 
     path = runtime.install_rqlite()
     print(path)

@@ -2,7 +2,7 @@
 
 Run it with ``raftflow demo`` (a local SQLite file, one process) or
 ``raftflow demo --cluster`` (a local 3-node rqlite cluster and two worker processes,
-each started as ``raftflow worker engine.demo:engine --url ...``).
+each started as ``raftflow worker raftflow.engine.demo:engine --url ...``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import hashlib
 import os
 
 from pydantic import BaseModel
+from raftflow.engine import Engine
 
-from engine import Engine
-
-# No URL here: `raftflow worker engine.demo:engine --url ...` points it at a backend,
+# No URL here: `raftflow worker raftflow.engine.demo:engine --url ...` points it at a backend,
 # and the default is a local SQLite file.
 engine = Engine()
 

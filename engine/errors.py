@@ -26,9 +26,9 @@ RaftflowError
 
 from __future__ import annotations
 
-from stores.base import ErrorInfo
-from stores.errors import ExecutionNotFoundError, StoreError
-from transports.errors import (
+from raftflow.stores.base import ErrorInfo
+from raftflow.stores.errors import ExecutionNotFoundError, StoreError
+from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
     DatabaseError,

@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from engine.errors import (
+from raftflow.engine.errors import (
     ExecutionNotFoundError,
     ResultTimeoutError,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
-from stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
 
 if TYPE_CHECKING:
-    from engine.app import Engine
+    from raftflow.engine.app import Engine
 
 T = TypeVar("T")
 

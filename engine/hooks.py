@@ -11,8 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from engine.activation import StepInfo
-from stores.base import Status
+from raftflow.engine.activation import StepInfo
+from raftflow.stores.base import Status
 
 log = logging.getLogger("raftflow.hooks")
 

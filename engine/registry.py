@@ -16,9 +16,8 @@ from typing import Any
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-
-from engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
-from transports.payload import check_id
+from raftflow.engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
+from raftflow.transports.payload import check_id
 
 
 @dataclass(frozen=True)

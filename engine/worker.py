@@ -3,7 +3,7 @@
 One asyncio loop does all the I/O: the claim loop, the heartbeat and the committer. Async
 workflows run as tasks on that loop; sync workflows run in a thread pool and hand their
 commits to the loop. Per step, on rqlite, the hot path costs one HTTP request and one Raft
-entry (the fenced commit that also acks and publishes, :mod:`stores.ops`); a claim (one
+entry (the fenced commit that also acks and publishes, :mod:`raftflow.stores.ops`); a claim (one
 request) is needed only when an execution is picked up, and at most every
 ``steps_per_turn`` steps, which keeps service round-robin. The committer sends every
 commit that is waiting as one request (group commit): N executions advancing at once cost
@@ -27,23 +27,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from engine.activation import Activation
-from engine.events import parse_event
-from engine.hooks import HookChain
-from stores.base import ExecutionRecord, StepRecord
-from stores.ops import Commit, CommitOutcome, StoreFlows, commit_request, outcomes_from
-from transports.base import Lease
-from transports.db import AsyncConnection, adrive
-from transports.errors import (
+from raftflow.engine.activation import Activation
+from raftflow.engine.events import parse_event
+from raftflow.engine.hooks import HookChain
+from raftflow.stores.base import ExecutionRecord, StepRecord
+from raftflow.stores.ops import Commit, CommitOutcome, StoreFlows, commit_request, outcomes_from
+from raftflow.transports.base import Lease
+from raftflow.transports.db import AsyncConnection, adrive
+from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,
     RaftflowError,
 )
-from transports.queue import QueueFlows
+from raftflow.transports.queue import QueueFlows
 
 if TYPE_CHECKING:
-    from engine.app import Engine
+    from raftflow.engine.app import Engine
 
 log = logging.getLogger("raftflow.worker")
 
@@ -338,7 +338,7 @@ class Worker:
 class Committer:
     """Group commit: every commit waiting when a request can go goes in that request.
 
-    A batch is one statement (:func:`stores.ops.commit_request`). ``max_inflight``
+    A batch is one statement (:func:`raftflow.stores.ops.commit_request`). ``max_inflight``
     requests may be in flight at once (1 by default: more only split the batches while
     rqlite is CPU-bound). Each execution has at most one commit waiting at a time, so
     concurrent requests never reorder an execution's commits.

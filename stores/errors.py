@@ -1,8 +1,8 @@
-"""Errors of the store layer (part of the tree drawn in :mod:`transports.errors`)."""
+"""Errors of the store layer (part of the tree drawn in :mod:`raftflow.transports.errors`)."""
 
 from __future__ import annotations
 
-from transports.errors import RaftflowError
+from raftflow.transports.errors import RaftflowError
 
 
 class StoreError(RaftflowError):

@@ -20,15 +20,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stores.base import ErrorInfo, ExecutionRecord, StartOutcome, Status, StepRecord
-from transports.catalogue import load
-from transports.clock import Clock
-from transports.db import Flow, Request, Response, Statement
-from transports.errors import InvalidArgumentError
-from transports.payload import MAX_PAYLOAD_BYTES, check_id, check_priority, from_json, to_json
-from transports.queue import QUERIES as QUEUE_QUERIES
+from raftflow.stores.base import ErrorInfo, ExecutionRecord, StartOutcome, Status, StepRecord
+from raftflow.transports.catalogue import load
+from raftflow.transports.clock import Clock
+from raftflow.transports.db import Flow, Request, Response, Statement
+from raftflow.transports.errors import InvalidArgumentError
+from raftflow.transports.payload import (
+    MAX_PAYLOAD_BYTES,
+    check_id,
+    check_priority,
+    from_json,
+    to_json,
+)
+from raftflow.transports.queue import QUERIES as QUEUE_QUERIES
 
-QUERIES = load("stores", "store.sql", "store")
+QUERIES = load("raftflow.stores", "store.sql", "store")
 
 #: Upper bound of ``list(limit=...)``.
 MAX_LIST_LIMIT = 10_000
@@ -102,7 +108,7 @@ class CommitOutcome:
 
 
 class StoreFlows:
-    """The store's logic; :class:`~stores.sql.SqlStore` and its async twin drive it."""
+    """The store's logic; :class:`~raftflow.stores.sql.SqlStore` and its async twin drive it."""
 
     def __init__(self, clock: Clock, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
         self.clock = clock

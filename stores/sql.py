@@ -1,8 +1,8 @@
 """The store over any connection: the sync and async twins of every store.
 
-Both classes only drive :class:`~stores.ops.StoreFlows` over a connection; they differ by
-``await`` alone. :class:`~stores.rqlite.RqliteStore` and :class:`~stores.sqlite.SqliteStore`
-add how to connect.
+Both classes only drive :class:`~raftflow.stores.ops.StoreFlows` over a connection; they differ by
+``await`` alone. :class:`~raftflow.stores.rqlite.RqliteStore` and
+:class:`~raftflow.stores.sqlite.SqliteStore` add how to connect.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from stores.base import ExecutionRecord, StartOutcome, Status, StepRecord
-from stores.ops import StoreFlows
-from transports.db import AsyncConnection, Connection, adrive, drive
+from raftflow.stores.base import ExecutionRecord, StartOutcome, Status, StepRecord
+from raftflow.stores.ops import StoreFlows
+from raftflow.transports.db import AsyncConnection, Connection, adrive, drive
 
 
 class SqlStore:

@@ -1,9 +1,10 @@
 """Transports: lease-based queues that deliver each execution's events in order.
 
-``transports.rqlite`` (RqliteTransport, AsyncRqliteTransport) and ``transports.sqlite``
-(SqliteTransport, AsyncSqliteTransport) implement the contract in ``transports.base``.
+``raftflow.transports.rqlite`` (RqliteTransport, AsyncRqliteTransport) and
+``raftflow.transports.sqlite`` (SqliteTransport, AsyncSqliteTransport) implement the
+contract in ``raftflow.transports.base``.
 """
 
-from transports.base import PARKED, AsyncTransport, Lease, QueueStats, Transport
+from raftflow.transports.base import PARKED, AsyncTransport, Lease, QueueStats, Transport
 
 __all__ = ["PARKED", "AsyncTransport", "Lease", "QueueStats", "Transport"]

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from transports.catalogue import Catalogue
-from transports.db import Flow, Request
+from raftflow.transports.catalogue import Catalogue
+from raftflow.transports.db import Flow, Request
 
 
 class Clock(Protocol):

@@ -16,7 +16,7 @@ Every exception raftflow raises on purpose derives from :class:`RaftflowError`::
     ├── StoreError                          (stores.errors) executions and step records
     └── WorkflowError                       (engine.errors) what a workflow run raises
 
-``engine.errors`` re-exports the whole tree.
+``raftflow.engine.errors`` re-exports the whole tree.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ import math
 from typing import Any
 
 import pydantic_core
-
-from transports.errors import InvalidArgumentError, PayloadTooLargeError
+from raftflow.transports.errors import InvalidArgumentError, PayloadTooLargeError
 
 #: Default upper bound of one serialized payload (event, workflow input, step result).
 MAX_PAYLOAD_BYTES = 1_048_576

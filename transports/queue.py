@@ -13,7 +13,7 @@ claimable      1            a ``weak`` read, no Raft entry (the idle worker's po
 =============  ===========  ============================================================
 
 plus, every 30 s per transport, one ``weak`` read of the leader's clock
-(:class:`~transports.clock.ClusterClock`). The spec's claim needs three round trips and
+(:class:`~raftflow.transports.clock.ClusterClock`). The spec's claim needs three round trips and
 two Raft entries.
 
 Retries are safe: a publish carries an idempotency key, and ack/nack/extend touch a row
@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from transports.base import PARKED, Lease, QueueStats
-from transports.catalogue import load
-from transports.clock import Clock
-from transports.db import Flow, Request, Response, Statement
-from transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
-from transports.payload import (
+from raftflow.transports.base import PARKED, Lease, QueueStats
+from raftflow.transports.catalogue import load
+from raftflow.transports.clock import Clock
+from raftflow.transports.db import Flow, Request, Response, Statement
+from raftflow.transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
+from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
     check_priority,
@@ -44,14 +44,14 @@ from transports.payload import (
     to_json,
 )
 
-QUERIES = load("transports", "queue.sql", "queue")
+QUERIES = load("raftflow.transports", "queue.sql", "queue")
 
 #: Upper bound of leases one claim may take (one request, one statement).
 MAX_CLAIM_BATCH = 256
 
 
 class QueueFlows:
-    """The queue's logic; :class:`~transports.sql.SqlTransport` and its async twin drive it.
+    """The queue's logic; :class:`~raftflow.transports.sql.SqlTransport` and its twin drive it.
 
     It also remembers which leases it issued and has not seen settled, so that a foreign
     or already settled :class:`Lease` is refused before anything is sent.

@@ -1,17 +1,17 @@
 """The queue over any connection: the sync and async twins of every transport.
 
-Both classes only drive :class:`~transports.queue.QueueFlows` over a connection; they
-differ by ``await`` alone. :class:`~transports.rqlite.RqliteTransport` and
-:class:`~transports.sqlite.SqliteTransport` add how to connect.
+Both classes only drive :class:`~raftflow.transports.queue.QueueFlows` over a connection; they
+differ by ``await`` alone. :class:`~raftflow.transports.rqlite.RqliteTransport` and
+:class:`~raftflow.transports.sqlite.SqliteTransport` add how to connect.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from transports.base import Lease, QueueStats
-from transports.db import AsyncConnection, Connection, adrive, drive
-from transports.queue import QueueFlows
+from raftflow.transports.base import Lease, QueueStats
+from raftflow.transports.db import AsyncConnection, Connection, adrive, drive
+from raftflow.transports.queue import QueueFlows
 
 
 class SqlTransport:

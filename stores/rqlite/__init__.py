@@ -1,7 +1,7 @@
 """RqliteStore: executions and step records in the same rqlite cluster as the queue.
 
-It speaks through the same HTTP layer as :class:`~transports.rqlite.RqliteTransport`
-(:mod:`transports.rqlite.client`); built with :meth:`RqliteStore.for_transport` it shares
+It speaks through the same HTTP layer as :class:`~raftflow.transports.rqlite.RqliteTransport`
+(:mod:`raftflow.transports.rqlite.client`); built with :meth:`RqliteStore.for_transport` it shares
 the transport's connection and clock, which is what lets the engine put a step's
 checkpoint, the ack of its event and the publish of the next into one request.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stores.ops import StoreFlows
-from stores.sql import AsyncSqlStore, SqlStore
-from transports.clock import Clock, ClusterClock
-from transports.payload import MAX_PAYLOAD_BYTES
-from transports.queue import QUERIES
-from transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from transports.rqlite.client import (
+from raftflow.stores.ops import StoreFlows
+from raftflow.stores.sql import AsyncSqlStore, SqlStore
+from raftflow.transports.clock import Clock, ClusterClock
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.queue import QUERIES
+from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from raftflow.transports.rqlite.client import (
     AsyncRqliteConnection,
     HttpLibrary,
     RqliteConnection,

@@ -6,12 +6,16 @@ engine's commits are atomic exactly as on rqlite.
 
 from __future__ import annotations
 
-from stores.ops import StoreFlows
-from stores.sql import AsyncSqlStore, SqlStore
-from transports.clock import Clock, LocalClock
-from transports.payload import MAX_PAYLOAD_BYTES
-from transports.sqlite import SqliteTransport
-from transports.sqlite.connection import AsyncSqliteConnection, SqliteConnection, path_from_url
+from raftflow.stores.ops import StoreFlows
+from raftflow.stores.sql import AsyncSqlStore, SqlStore
+from raftflow.transports.clock import Clock, LocalClock
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.sqlite import SqliteTransport
+from raftflow.transports.sqlite.connection import (
+    AsyncSqliteConnection,
+    SqliteConnection,
+    path_from_url,
+)
 
 __all__ = ["AsyncSqliteStore", "SqliteStore"]
 

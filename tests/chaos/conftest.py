@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 from tests.chaos.scenario import Options, Scenario
 from tests.support import clear_tables
-from transports.rqlite.cluster import LocalCluster
 
 _FIGURES: list[Path] = []
 

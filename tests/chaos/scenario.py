@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import RaftflowError
+from raftflow.engine.errors import RaftflowError
+
 from tests.apps import ordering
 from tests.apps.ordering import Spec
 from tests.chaos import invariants

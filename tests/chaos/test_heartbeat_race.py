@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from engine import Engine
-from engine.activation import Activation
-from transports.rqlite.cluster import LocalCluster
+from raftflow.engine import Engine
+from raftflow.engine.activation import Activation
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 pytestmark = pytest.mark.chaos
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.stores.ops import QUERIES as STORE_QUERIES
+from raftflow.transports.queue import QUERIES as QUEUE_QUERIES
 
-from stores.ops import QUERIES as STORE_QUERIES
 from tests.apps.ordering import Spec
 from tests.chaos import invariants
 from tests.chaos.invariants import Started
-from transports.queue import QUERIES as QUEUE_QUERIES
 
 pytestmark = pytest.mark.chaos
 

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 
 import pytest
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 from tests.chaos.netcut import ProxySet
 from tests.chaos.scenario import Options, Scenario
-from transports.rqlite.cluster import LocalCluster
 
 pytestmark = pytest.mark.chaos
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 from tests.chaos.scenario import Options, Scenario
-from transports.rqlite.cluster import LocalCluster
 
 pytestmark = pytest.mark.chaos
 

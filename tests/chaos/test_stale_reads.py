@@ -22,10 +22,9 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-
-from engine import Engine
-from engine.errors import ExecutionNotFoundError, RaftflowError, UnavailableError
-from transports.rqlite.cluster import LocalCluster
+from raftflow.engine import Engine
+from raftflow.engine.errors import ExecutionNotFoundError, RaftflowError, UnavailableError
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 pytestmark = pytest.mark.chaos
 

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable, Iterable
 
 import pytest
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 from tests.chaos.scenario import Options, Scenario, wait_for
-from transports.rqlite.cluster import LocalCluster
 
 pytestmark = pytest.mark.chaos
 

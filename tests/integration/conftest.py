@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 from tests.support import LoopThread, SyncView, clear_tables
-from transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from transports.rqlite.cluster import LocalCluster
 
 TRANSPORT_KINDS = ["httpx", "requests", "async"]
 

@@ -22,7 +22,7 @@ import socket
 import threading
 from types import TracebackType
 
-from transports.queue import QUERIES
+from raftflow.transports.queue import QUERIES
 
 HOST = "127.0.0.1"
 

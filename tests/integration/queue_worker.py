@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 
 VISIBILITY = 30.0
 

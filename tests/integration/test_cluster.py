@@ -18,9 +18,8 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-
-from transports.rqlite import cluster as cluster_mod
-from transports.rqlite.cluster import ClusterError, LocalCluster, Node, NodeExitedError
+from raftflow.transports.rqlite import cluster as cluster_mod
+from raftflow.transports.rqlite.cluster import ClusterError, LocalCluster, Node, NodeExitedError
 
 Factory = Callable[..., LocalCluster]
 
@@ -267,7 +266,7 @@ def test_auth_and_tls(rqlite_cluster_factory: Factory, tmp_path: Path) -> None:
 def test_cli_runs_until_sigterm_and_cleans_up(rqlited_path: Path) -> None:
     env = {**os.environ, "RQLITED": str(rqlited_path)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "transports.rqlite.cluster", "--nodes", "3"],
+        [sys.executable, "-m", "raftflow.transports.rqlite.cluster", "--nodes", "3"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

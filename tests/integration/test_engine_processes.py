@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.engine import Engine, Status
+from raftflow.transports.rqlite.cluster import LocalCluster
 
-from engine import Engine, Status
 from tests.apps import ordering
 from tests.apps.ordering import Spec, assert_serial, runs_by_execution
 from tests.integration.workers import rotated_url, workers
 from tests.support import wait_until
-from transports.rqlite.cluster import LocalCluster
 
 APP = "tests.apps.ordering:engine"
 

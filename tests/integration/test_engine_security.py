@@ -11,12 +11,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from raftflow.engine import Engine
+from raftflow.transports.rqlite.cluster import LocalCluster
 
-from engine import Engine
 from tests.apps import ordering
 from tests.apps.ordering import Spec
 from tests.integration.workers import ROOT, WorkerProcess
-from transports.rqlite.cluster import LocalCluster
 
 ADMIN = ("admin", "adm1n-S3cret!")
 WORKER = ("worker", "w0rker-S3cret#")
@@ -87,7 +87,7 @@ def test_wrong_password_is_a_clear_cli_error(auth_node: LocalCluster) -> None:
         [
             sys.executable,
             "-m",
-            "engine.cli",
+            "raftflow.engine.cli",
             "executions",
             "tests.apps.ordering:engine",
             "--url",
@@ -111,8 +111,8 @@ def test_reader_can_read_but_not_start(auth_node: LocalCluster) -> None:
             return None
 
         admin.start(noop, execution_id="seen-by-reader")
-    from engine.errors import AuthenticationError
-    from stores.rqlite import RqliteStore
+    from raftflow.engine.errors import AuthenticationError
+    from raftflow.stores.rqlite import RqliteStore
 
     store = RqliteStore.from_url(url_for(auth_node.url, *READER), create_schema=False)
     try:

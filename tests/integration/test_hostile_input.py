@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from raftflow.engine import Engine, InputValidationError
+from raftflow.stores.base import Status
+from raftflow.transports.errors import InvalidArgumentError, PayloadTooLargeError
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.rqlite import RqliteTransport
+from raftflow.transports.rqlite.cluster import LocalCluster
 
-from engine import Engine, InputValidationError
-from stores.base import Status
 from tests.support import clear_tables
-from transports.errors import InvalidArgumentError, PayloadTooLargeError
-from transports.payload import MAX_PAYLOAD_BYTES
-from transports.rqlite import RqliteTransport
-from transports.rqlite.cluster import LocalCluster
 
 SQLISH = st.sampled_from(
     [

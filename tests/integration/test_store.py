@@ -6,12 +6,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from raftflow.stores.base import Status
+from raftflow.stores.rqlite import AsyncRqliteStore, RqliteStore
+from raftflow.transports.errors import InvalidArgumentError
+from raftflow.transports.rqlite.cluster import LocalCluster
 
-from stores.base import Status
-from stores.rqlite import AsyncRqliteStore, RqliteStore
 from tests.support import LoopThread, SyncView
-from transports.errors import InvalidArgumentError
-from transports.rqlite.cluster import LocalCluster
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 import trustme
+from raftflow.engine import Engine
+from raftflow.transports.errors import ConfigurationError
+from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from raftflow.transports.rqlite.cluster import LocalCluster
 
-from engine import Engine
 from tests.support import LoopThread, SyncView
-from transports.errors import ConfigurationError
-from transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from transports.rqlite.cluster import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from transports.errors import InvalidArgumentError, LeaseError
+from raftflow.transports.errors import InvalidArgumentError, LeaseError
 
 
 def test_publish_claim_ack_round_trip(transport: Any) -> None:

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.transports.base import QueueStats
+from raftflow.transports.rqlite import RqliteTransport
+from raftflow.transports.rqlite.cluster import LocalCluster
 
 from tests.support import wait_until
-from transports.base import QueueStats
-from transports.rqlite import RqliteTransport
-from transports.rqlite.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

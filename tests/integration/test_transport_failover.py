@@ -19,13 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+from raftflow.transports.base import QueueStats
+from raftflow.transports.errors import LeaseError, LeaseLostError, UnavailableError
+from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
+from raftflow.transports.rqlite.cluster import LocalCluster, pick_free_ports
 
 from tests.integration.lossy_proxy import LossyProxy
 from tests.support import LoopThread, SyncView, wait_until
-from transports.base import QueueStats
-from transports.errors import LeaseError, LeaseLostError, UnavailableError
-from transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from transports.rqlite.cluster import LocalCluster, pick_free_ports
 
 KINDS = ("httpx", "requests", "async")
 ZERO = QueueStats(messages=0, leased=0, parked=0, groups=0)
@@ -211,7 +211,7 @@ def test_requests_is_an_optional_extra(rqlite_cluster: LocalCluster) -> None:
     script = f"""
 import sys
 sys.modules["requests"] = None  # what a missing package looks like to import
-from transports.rqlite import RqliteTransport
+from raftflow.transports.rqlite import RqliteTransport
 with RqliteTransport.from_url({rqlite_cluster.url!r}) as transport:
     transport.stats()
 try:

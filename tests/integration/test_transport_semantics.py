@@ -18,21 +18,21 @@ from typing import Any
 
 import httpx
 import pytest
-
-from tests.support import wait_until
-from transports.base import Lease, QueueStats
-from transports.db import Request, Statement
-from transports.errors import (
+from raftflow.transports.base import Lease, QueueStats
+from raftflow.transports.db import Request, Statement
+from raftflow.transports.errors import (
     InvalidArgumentError,
     LeaseError,
     LeaseLostError,
     PayloadTooLargeError,
     StatementError,
 )
-from transports.queue import QUERIES
-from transports.rqlite.cluster import LocalCluster
-from transports.rqlite.protocol import encode
-from transports.sqlite import SqliteTransport
+from raftflow.transports.queue import QUERIES
+from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.protocol import encode
+from raftflow.transports.sqlite import SqliteTransport
+
+from tests.support import wait_until
 
 ZERO = QueueStats(messages=0, leased=0, parked=0, groups=0)
 

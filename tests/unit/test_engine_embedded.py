@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-
-from engine import (
+from raftflow.engine import (
     Engine,
     ExecutionConflictError,
     ExecutionNotFoundError,
@@ -313,7 +312,7 @@ def test_steps_called_outside_a_workflow_are_plain_calls(engine: Engine) -> None
 
 
 def test_current_step_gives_a_stable_key(engine: Engine) -> None:
-    from engine import current_step
+    from raftflow.engine import current_step
 
     keys: list[str] = []
 
@@ -387,7 +386,7 @@ def test_event_of_an_unknown_workflow_is_parked_not_crashed_on(
 
 
 def test_payload_over_the_limit_is_refused_before_sending(engine: Engine) -> None:
-    from engine.errors import PayloadTooLargeError
+    from raftflow.engine.errors import PayloadTooLargeError
 
     @engine.workflow
     def big(data: str) -> int:
@@ -401,7 +400,7 @@ def test_payload_over_the_limit_is_refused_before_sending(engine: Engine) -> Non
 def test_hooks_see_steps_and_outcomes_and_cannot_break_them(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from engine import Hooks, StepInfo
+    from raftflow.engine import Hooks, StepInfo
 
     seen: list[tuple[str, Any]] = []
 

@@ -1,6 +1,6 @@
 """Unit tests of rqlite response parsing and retry decisions (no server, no HTTP).
 
-:func:`transports.rqlite.protocol.exchange` is I/O-free: it yields the HTTP calls to make
+:func:`raftflow.transports.rqlite.protocol.exchange` is I/O-free: it yields the HTTP calls to make
 and receives what came back. Feeding it replies rqlite sends in bad moments (503 without
 a leader, a top-level error after a leader change, truncated JSON, a dropped connection)
 pins down what is retried, what is ambiguous and what is raised. The same replies from a
@@ -14,16 +14,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from transports.db import Request, Statement
-from transports.errors import (
+from raftflow.transports.db import Request, Statement
+from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,
     StatementError,
     UnavailableError,
 )
-from transports.rqlite.protocol import (
+from raftflow.transports.rqlite.protocol import (
     HttpCall,
     HttpReply,
     NetworkFailure,

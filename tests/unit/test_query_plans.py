@@ -8,10 +8,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
-from stores.ops import QUERIES as STORE
-from transports.catalogue import Catalogue
-from transports.queue import QUERIES as QUEUE
+from raftflow.stores.ops import QUERIES as STORE
+from raftflow.transports.catalogue import Catalogue
+from raftflow.transports.queue import QUERIES as QUEUE
 
 TABLES = ("messages", "groups", "executions", "steps", "message_keys")
 HOT_PATH = [

@@ -10,9 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from transports.rqlite import runtime
-from transports.rqlite.runtime import (
+from raftflow.transports.rqlite import runtime
+from raftflow.transports.rqlite.runtime import (
     RqliteInstallError,
     RqliteNotFoundError,
     find_rqlited,
@@ -45,7 +44,7 @@ def test_nothing_found_says_how_to_install(clean_env: Path) -> None:
     with pytest.raises(RqliteNotFoundError) as info:
         find_rqlited()
     message = str(info.value)
-    assert "python -m transports.rqlite.runtime install" in message
+    assert "python -m raftflow.transports.rqlite.runtime install" in message
     assert "make rqlite" in message
     assert "RQLITED" in message
     assert isinstance(info.value, FileNotFoundError)

@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from transports.db import Request, Statement
-from transports.errors import ConfigurationError, LeaseLostError
-from transports.sqlite import SqliteTransport
-from transports.sqlite.connection import MEMORY, SqliteConnection, path_from_url
+from raftflow.transports.db import Request, Statement
+from raftflow.transports.errors import ConfigurationError, LeaseLostError
+from raftflow.transports.sqlite import SqliteTransport
+from raftflow.transports.sqlite.connection import MEMORY, SqliteConnection, path_from_url
 
 
 @pytest.fixture

@@ -3,29 +3,29 @@
 The design is the user's spec (``shared/spec/rqlite-transport.md``); where this
 implementation deviates it does better at equal semantics, and says so where it does:
 the claim is one HTTP round trip and one Raft entry instead of three requests
-(:mod:`transports.queue`), a group's availability is cached in ``groups.ready_at`` so the
+(:mod:`raftflow.transports.queue`), a group's availability is cached in ``groups.ready_at`` so the
 claim's cost does not grow with the queue (``transports/queue.sql``), lease times come
-from the leader's clock instead of each worker's (:mod:`transports.clock`), and requests
+from the leader's clock instead of each worker's (:mod:`raftflow.transports.clock`), and requests
 move to another node and retry safely across leader changes
-(:mod:`transports.rqlite.protocol`).
+(:mod:`raftflow.transports.rqlite.protocol`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from transports.clock import Clock, ClusterClock
-from transports.payload import MAX_PAYLOAD_BYTES
-from transports.queue import QUERIES, QueueFlows
-from transports.rqlite.client import (
+from raftflow.transports.clock import Clock, ClusterClock
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.queue import QUERIES, QueueFlows
+from raftflow.transports.rqlite.client import (
     AsyncRqliteConnection,
     HttpLibrary,
     RqliteConnection,
     aconnect,
     connect,
 )
-from transports.rqlite.protocol import RqliteConfig
-from transports.sql import AsyncSqlTransport, SqlTransport
+from raftflow.transports.rqlite.protocol import RqliteConfig
+from raftflow.transports.sql import AsyncSqlTransport, SqlTransport
 
 __all__ = ["AsyncRqliteTransport", "RqliteConfig", "RqliteTransport"]
 
@@ -73,8 +73,8 @@ class RqliteTransport(SqlTransport):
 
         Waits up to ``connect_timeout`` seconds for a node to answer through an elected
         leader with a quorum, then creates the schema if asked; raises
-        :class:`~transports.errors.UnavailableError` (no cluster) or
-        :class:`~transports.errors.AuthenticationError` (credentials refused) otherwise.
+        :class:`~raftflow.transports.errors.UnavailableError` (no cluster) or
+        :class:`~raftflow.transports.errors.AuthenticationError` (credentials refused) otherwise.
         ``verify`` is ``True``, ``False`` or the path of a CA bundle; ``timeout`` bounds one
         HTTP attempt and ``retry_timeout`` all the attempts of one request.
         """

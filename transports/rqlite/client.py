@@ -1,7 +1,7 @@
 """Connections to an rqlite cluster: the sync one (httpx or requests) and the async one.
 
-They only perform what :func:`transports.rqlite.protocol.exchange` asks for; both map
-their HTTP library's failures onto :class:`~transports.rqlite.protocol.NetworkFailure`
+They only perform what :func:`raftflow.transports.rqlite.protocol.exchange` asks for; both map
+their HTTP library's failures onto :class:`~raftflow.transports.rqlite.protocol.NetworkFailure`
 here, so the rest of raftflow sees one error model whatever the library.
 Credentials travel in the ``Authorization`` header only: they are never part of a URL,
 so they cannot leak into an exception message or a log line.
@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
-
-from transports.db import Request, Response, Statement
-from transports.rqlite.protocol import (
+from raftflow.transports.db import Request, Response, Statement
+from raftflow.transports.rqlite.protocol import (
     Exchange,
     HttpCall,
     HttpReply,

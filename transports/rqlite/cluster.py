@@ -15,7 +15,7 @@ hook if still running.
 
 Command line (runs until Ctrl-C or SIGTERM)::
 
-    python -m transports.rqlite.cluster --nodes 3 [--base-dir DIR]
+    python -m raftflow.transports.rqlite.cluster --nodes 3 [--base-dir DIR]
 
 Exceptions::
 
@@ -50,8 +50,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 import httpx
-
-from transports.rqlite.runtime import RQLITE_VERSION, find_rqlited
+from raftflow.transports.rqlite.runtime import RQLITE_VERSION, find_rqlited
 
 __all__ = [
     "ClusterError",
@@ -921,7 +920,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m transports.rqlite.cluster",
+        prog="python -m raftflow.transports.rqlite.cluster",
         description="Run a local rqlite cluster until Ctrl-C or SIGTERM.",
     )
     parser.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")

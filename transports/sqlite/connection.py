@@ -3,8 +3,8 @@
 A transactional request is one ``BEGIN IMMEDIATE`` transaction that stops at the first
 error and rolls back; a non-transactional request runs each statement in its own
 transaction and keeps going after a failure -- exactly rqlite's semantics, so the flows in
-:mod:`transports.queue` and :mod:`stores.ops` need no SQLite special case. SQLite's write
-lock serializes writers across threads and processes as Raft does across machines.
+:mod:`raftflow.transports.queue` and :mod:`raftflow.stores.ops` need no SQLite special case.
+SQLite's write lock serializes writers across threads and processes as Raft does across machines.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import threading
 import uuid
 from typing import Any
 
-from transports.db import Request, Response, Result
-from transports.errors import ConfigurationError, DatabaseError
+from raftflow.transports.db import Request, Response, Result
+from raftflow.transports.errors import ConfigurationError, DatabaseError
 
 MEMORY = ":memory:"
 
