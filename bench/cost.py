@@ -31,22 +31,19 @@ def _cpu(pid: int) -> float:
 
 
 def run_cost(ctx: Context) -> dict[str, Any]:
+    from raftflow.engine.backend import Commit, claim_context, open_backend
     from raftflow.engine.events import RUN
     from raftflow.stores.base import Status
-    from raftflow.stores.ops import QUERIES as STORE
-    from raftflow.stores.ops import Commit, StoreFlows, commit_request, outcomes_from
-    from raftflow.stores.rqlite import RqliteStore
-    from raftflow.transports.db import Request, Statement, drive
+    from raftflow.stores.flows import QUERIES as STORE
+    from raftflow.transports.flow import Request, Statement, drive
     from raftflow.transports.payload import to_json
-    from raftflow.transports.rqlite import RqliteTransport
 
     n = ctx.settings.claim_samples
     leader = ctx.cluster.nodes[0]
     followers = ctx.cluster.nodes[1:]
     run_text = to_json(RUN, what="event")
-    transport = RqliteTransport.from_url(leader.url)
-    RqliteStore.for_transport(transport).create_schema()
-    conn, flows = transport.connection, transport.flows
+    backend = open_backend(leader.url)
+    conn, flows = backend.database.connection, backend.queue
     rows: list[dict[str, Any]] = []
 
     def measure(label: str, send: Callable[[], object], statements: int, commits: int = 0) -> None:
@@ -98,11 +95,9 @@ def run_cost(ctx: Context) -> dict[str, Any]:
             for e in ids
         )
         conn.send(Request(starts, transaction=True)).raise_for_errors()
-        token = f"bench-cost:{uuid.uuid4().hex}"
-        request = flows.claim_request(token, now, now + 3600, count, 0)
-        request = request + StoreFlows.claim_context(token, now)
-        leases = flows.leases_from(conn.send(request).raise_for_errors(), token, track=False)
-        return token, {le.group_id: le.seq for le in leases}, ids
+        claimed = backend.run(backend.flows.claim("bench-cost", 3600, count, 0))
+        token = claimed[0].lease.token
+        return token, {c.lease.group_id: c.lease.seq for c in claimed}, ids
 
     try:
         conn.send(
@@ -148,7 +143,6 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                         lease_seq=seqs[e],
                         lease_token=token,
                         worker_id="bench-cost",
-                        now=now,
                         step_idx=step[0],
                         step_name="tick",
                         step_output="1",
@@ -156,11 +150,10 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                         status=Status.RUNNING,
                         next_event=run_text,
                         next_token=token,
-                        next_expiry=now + 3600,
                     )
                     for e in ids
                 ]
-                outcomes = outcomes_from(conn.send(commit_request(commits)), commits)
+                outcomes = backend.run(backend.flows.commit(commits, 3600))
                 for e, outcome in zip(ids, outcomes):
                     if not outcome.applied or outcome.next_seq is None:
                         raise RuntimeError(f"commit of {e} not applied: {outcome.error}")
@@ -170,13 +163,15 @@ def run_cost(ctx: Context) -> dict[str, Any]:
             measure(f"raftflow commit x{batch} (engine)", commit_all, 2, batch)
 
         now = drive(conn, flows.clock.now())
-        empty = flows.claim_request("bench-cost:none", now, now + 30, 16, 0)
-        empty = empty + StoreFlows.claim_context("bench-cost:none", now)
+        empty = Request(
+            flows.claim_statements("bench-cost:none", now, now + 30, 16, 0)
+            + claim_context("bench-cost:none", now)
+        )
         measure("claim request, nothing claimable", _sender(conn, empty), 6)
         poll = Request((_claimable_statement(now),), level="weak")
         measure("idle poll (weak read)", _sender(conn, poll), 1)
     finally:
-        transport.close()
+        backend.close()
     from bench.sqlite_cost import claim_statement_costs, commit_cost
 
     ctx.progress.start("cost: SQLite alone, prepare vs run")

@@ -46,7 +46,7 @@ def sizes_of(queued: int) -> list[int]:
 
 def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
     from raftflow.engine.events import RUN
-    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.stores.flows import QUERIES as STORE
     from raftflow.transports.payload import to_json
 
     event = to_json(RUN, what="event")
@@ -71,17 +71,18 @@ def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
         ctx.progress.update(f"queued {have + start + 1000:,}/{want:,}")
 
 
+#: Give back every message a probe claim leased (of many groups): the bench's own reset.
+RELEASE = "UPDATE messages SET locked_by = NULL, lock_expiry = 0 WHERE locked_by = ?"
+
+
 def raftflow_claims(ctx: Context) -> dict[str, Any]:
-    from raftflow.stores.ops import StoreFlows
-    from raftflow.stores.rqlite import RqliteStore
-    from raftflow.transports.db import Request, Statement, drive
+    from raftflow.engine.backend import claim_context, open_backend
+    from raftflow.transports.flow import Request, Statement, drive
     from raftflow.transports.queue import QUERIES as QUEUE
-    from raftflow.transports.rqlite import RqliteTransport
 
     s = ctx.settings
-    transport = RqliteTransport.from_url(ctx.cluster.leader_url)
-    RqliteStore.for_transport(transport).create_schema()
-    conn, flows = transport.connection, transport.flows
+    backend = open_backend(ctx.cluster.leader_url)
+    conn, flows = backend.database.connection, backend.queue
     cases: list[dict[str, Any]] = []
     have = 0
     plan: list[str] = []
@@ -96,18 +97,19 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
                 for n in range(s.claim_samples):
                     now = drive(conn, flows.clock.now())
                     token = f"bench-scale:{uuid.uuid4().hex}"
-                    request = flows.claim_request(
-                        token, now, now + 30.0, limit, 0
-                    ) + StoreFlows.claim_context(token, now)
+                    request = Request(
+                        flows.claim_statements(token, now, now + 30.0, limit, 0)
+                        + claim_context(token, now)
+                    )
                     started = time.perf_counter()
                     response = conn.send(request).raise_for_errors()
                     timings.setdefault(key, []).append(time.perf_counter() - started)
-                    leases = flows.leases_from(response, token, track=False)
-                    if len(leases) != min(limit, size):
+                    claimed = response.result_of("queue.claimed").dicts()
+                    if len(claimed) != min(limit, size):
                         raise RuntimeError(
-                            f"claimed {len(leases)} of {size} queued (limit {limit})"
+                            f"claimed {len(claimed)} of {size} queued (limit {limit})"
                         )
-                    conn.send(flows.release_request(leases, now, 0.0)).raise_for_errors()
+                    conn.send(Request((Statement("bench.release", RELEASE, (token,)),)))
                     if n % 20 == 0:
                         ctx.progress.update(f"{key}: {n}/{s.claim_samples}")
             for _ in range(s.claim_samples):
@@ -129,7 +131,7 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
             rows = conn.send(Request((Statement("plan", sql, params),), level="weak"))
             plan = [str(r["detail"]) for r in rows.raise_for_errors()[0].dicts()]
     finally:
-        transport.close()
+        backend.close()
     return {"cases": cases, "claim_plan": plan}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 
 def _database(cache: int) -> sqlite3.Connection:
-    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.stores.flows import QUERIES as STORE
     from raftflow.transports.queue import QUERIES as QUEUE
 
     db = sqlite3.connect(":memory:", isolation_level=None, cached_statements=cache)
@@ -24,7 +24,7 @@ def _database(cache: int) -> sqlite3.Connection:
 
 
 def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float) -> None:
-    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.stores.flows import QUERIES as STORE
 
     sql = STORE.queries["start"]
     db.execute("BEGIN")
@@ -45,9 +45,9 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
 def commit_cost(commits: int = 3000) -> dict[str, float]:
     """ms per commit (the batch statement with one commit, + outcome read), with and
     without a statement cache."""
+    from raftflow.engine.backend import Commit, commit_request
     from raftflow.engine.events import RUN
     from raftflow.stores.base import Status
-    from raftflow.stores.ops import Commit, commit_request
     from raftflow.transports.payload import to_json
     from raftflow.transports.queue import QUERIES as QUEUE
 
@@ -70,11 +70,11 @@ def commit_cost(commits: int = 3000) -> dict[str, float]:
             for e in ids:
                 commit = Commit(
                     execution_id=e, lease_seq=seqs[e], lease_token="t", worker_id="w",
-                    now=now, step_idx=step, step_name="tick", step_output="1",
+                    step_idx=step, step_name="tick", step_output="1",
                     step_started_at=now, status=Status.RUNNING, next_event=event,
-                    next_token="t", next_expiry=now + 3600,
+                    next_token="t",
                 )  # fmt: skip
-                write, read = commit_request([commit]).statements
+                write, read = commit_request([commit], now, now + 3600).statements
                 db.execute(write.sql, write.params)
                 row = db.execute(read.sql, read.params).fetchone()
                 seqs[e] = row[2]
@@ -87,7 +87,7 @@ def claim_statement_costs(sizes: list[int], repeats: int = 20) -> dict[str, Any]
     """ms per statement of the worker's claim request with ``n`` executions pending,
     and the query plan of each statement at the largest size."""
     from raftflow.engine.events import RUN
-    from raftflow.stores.ops import QUERIES as STORE
+    from raftflow.stores.flows import QUERIES as STORE
     from raftflow.transports.payload import to_json
     from raftflow.transports.queue import QUERIES as QUEUE
 

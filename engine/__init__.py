@@ -9,13 +9,15 @@
 >>> handle = engine.start(total, [1, 2, 3])
 """
 
-from raftflow.engine.activation import StepInfo, current_step
-from raftflow.engine.app import Engine, open_backend
+from raftflow.engine.app import Engine
+from raftflow.engine.backend import Backend, open_backend
+from raftflow.engine.context import StepInfo, current_step
 from raftflow.engine.errors import (
     ExecutionConflictError,
     ExecutionNotFoundError,
     InputValidationError,
     NonDeterminismError,
+    NotInWorkflowError,
     RaftflowError,
     ResultTimeoutError,
     StepError,
@@ -30,6 +32,7 @@ from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
 
 __all__ = [
+    "Backend",
     "Engine",
     "ErrorInfo",
     "ExecutionConflictError",
@@ -38,6 +41,7 @@ __all__ = [
     "Hooks",
     "InputValidationError",
     "NonDeterminismError",
+    "NotInWorkflowError",
     "RaftflowError",
     "ResultTimeoutError",
     "Status",

@@ -13,7 +13,9 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar, overload
 
-from raftflow.engine.activation import current
+from raftflow.engine.backend import Backend, open_backend
+from raftflow.engine.context import current_activation
+from raftflow.engine.drivers import adrive, drive
 from raftflow.engine.errors import (
     ConfigurationError,
     ExecutionConflictError,
@@ -23,11 +25,12 @@ from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
+from raftflow.engine.steppath import call_step
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ExecutionRecord, Status
-from raftflow.stores.sql import AsyncSqlStore, SqlStore
+from raftflow.stores.store import SqlStore
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
-from raftflow.transports.sql import AsyncSqlTransport, SqlTransport
+from raftflow.transports.transport import SqlTransport
 
 log = logging.getLogger("raftflow")
 
@@ -37,130 +40,87 @@ T = TypeVar("T")
 DEFAULT_URL = "sqlite:///raftflow.db"
 
 
-def open_backend(url: str, **options: Any) -> tuple[SqlTransport, SqlStore]:
-    """A transport and a store sharing one connection, chosen by the URL's scheme:
-    ``http(s)://`` (rqlite) or ``sqlite:///path`` (a local file)."""
-    if not isinstance(url, str):
-        raise ConfigurationError(f"a backend URL must be a str, not {type(url).__name__}")
-    scheme = url.split(":", 1)[0].lower()
-    if scheme in ("http", "https", "rqlite", "rqlites"):
-        from raftflow.stores.rqlite import RqliteStore
-        from raftflow.transports.rqlite import RqliteTransport
-
-        transport = RqliteTransport.from_url(url, create_schema=False, **options)
-        try:
-            return transport, RqliteStore.for_transport(transport)
-        except BaseException:
-            transport.close()
-            raise
-    if scheme == "sqlite":
-        if options:
-            raise ConfigurationError(f"sqlite URLs take no options, got {sorted(options)}")
-        from raftflow.stores.sqlite import SqliteStore
-        from raftflow.transports.sqlite import SqliteTransport
-
-        sqlite_transport = SqliteTransport.from_url(url, create_schema=False)
-        return sqlite_transport, SqliteStore.for_transport(sqlite_transport)
-    raise ConfigurationError(
-        f"unsupported backend URL {scheme + ':...'!r}: use http(s)://host:port for rqlite "
-        "or sqlite:///path.db for a local file"
-    )
-
-
 class Engine:
     """Durable workflows as Python functions.
 
     ``Engine()`` runs on a local SQLite file (``raftflow.db``), ``Engine.from_url(url)``
-    on rqlite (``http://host:4001``) or SQLite (``sqlite:///path.db``), and
-    ``Engine(transport=..., store=...)`` on the two given, which must share one database.
-    Without an explicit backend the engine connects on first use, so a module can define
-    ``engine = Engine()`` and a worker can still point it elsewhere (``connect(url)``).
+    on rqlite (``http://host:4001``) or SQLite (``sqlite:///path.db``). Without a URL the
+    engine connects on first use, so a module can define ``engine = Engine()`` and a
+    worker can still point it elsewhere (``engine.connect(url)``). ``max_payload_bytes``
+    bounds every JSON payload it stores: inputs, step results, outputs.
     """
 
     def __init__(
         self,
-        transport: SqlTransport | None = None,
-        store: SqlStore | None = None,
         *,
         url: str | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        **options: Any,
     ) -> None:
+        if (
+            isinstance(max_payload_bytes, bool)
+            or not isinstance(max_payload_bytes, int)
+            or max_payload_bytes < 1
+        ):
+            raise ConfigurationError("max_payload_bytes must be a positive int")
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self.hooks: list[Hooks] = []
         self._url = url
+        self._options = options
         self._lock = threading.Lock()
-        self._transport: SqlTransport | None = None
-        self._store: SqlStore | None = None
-        if transport is not None or store is not None:
-            self._bind(transport, store)
+        self._backend: Backend | None = None
 
     @classmethod
-    def from_url(cls, url: str = DEFAULT_URL, **options: Any) -> Engine:
-        """An engine connected now to ``url`` (options go to the rqlite transport)."""
-        engine = cls(url=url)
-        engine._bind(*open_backend(url, **options))
+    def from_url(
+        cls, url: str = DEFAULT_URL, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
+    ) -> Engine:
+        """An engine connected now to ``url``; ``options`` go to the rqlite connection
+        (``verify``, ``timeout``, ``retry_timeout``, ``connect_timeout``, ``http``)."""
+        engine = cls(url=url, max_payload_bytes=max_payload_bytes, **options)
+        _ = engine.backend
         return engine
 
     # -- backend --------------------------------------------------------------------------
 
     def connect(self, url: str, **options: Any) -> None:
-        """Point this engine at ``url`` (replacing a backend it opened itself)."""
-        transport, store = open_backend(url, **options)
+        """Point this engine at ``url`` (closing the backend it had opened)."""
+        backend = open_backend(url, max_payload_bytes=self.max_payload_bytes, **options)
         with self._lock:
-            old = (self._transport, self._store)
-            self._transport = self._store = None
-            self._url = url
-            self._bind(transport, store)
-        _close_pair(*old)
+            old, self._backend = self._backend, backend
+            self._url, self._options = url, options
+        if old is not None:
+            old.close()
 
-    def _bind(self, transport: SqlTransport | None, store: SqlStore | None) -> None:
-        if transport is None or store is None:
-            raise ConfigurationError(
-                "pass both transport= and store= (or neither, for the default SQLite file)"
-            )
-        if not isinstance(transport, SqlTransport) or not isinstance(store, SqlStore):
-            raise ConfigurationError(
-                "transport and store must be raftflow backends (RqliteTransport/RqliteStore "
-                "or SqliteTransport/SqliteStore)"
-            )
-        if transport.connection.identity != store.connection.identity:
-            raise ConfigurationError(
-                "the transport and the store must live in one database (the same rqlite "
-                "cluster or SQLite file): a step's checkpoint, the ack of its event and the "
-                "publish of the next are one atomic commit"
-            )
-        store.create_schema()
-        self._transport, self._store = transport, store
-
-    def _backend(self) -> tuple[SqlTransport, SqlStore]:
+    @property
+    def backend(self) -> Backend:
+        """The database this engine uses, opened (and its schema created) on first use."""
         with self._lock:
-            if self._transport is None or self._store is None:
-                self._bind(*open_backend(self._url or DEFAULT_URL))
-            assert self._transport is not None and self._store is not None
-            return self._transport, self._store
+            if self._backend is None:
+                self._backend = open_backend(
+                    self._url or DEFAULT_URL,
+                    max_payload_bytes=self.max_payload_bytes,
+                    **self._options,
+                )
+            return self._backend
 
     @property
     def transport(self) -> SqlTransport:
-        return self._backend()[0]
+        """The queue, as the public transport API (a view sharing the engine's connection)."""
+        backend = self.backend
+        return SqlTransport(backend.database, flows=backend.queue)
 
     @property
     def store(self) -> SqlStore:
-        return self._backend()[1]
-
-    def _async_backend(self) -> tuple[AsyncSqlTransport, AsyncSqlStore]:
-        """Async twins on one new async connection, for a worker's event loop."""
-        transport, store = self._backend()
-        connection = transport.connection.to_async()
-        return AsyncSqlTransport(connection, transport.flows), AsyncSqlStore(
-            connection, store.flows
-        )
+        """Executions and steps, as the public store API (a view on the engine's connection)."""
+        backend = self.backend
+        return SqlStore(backend.database, flows=backend.store)
 
     def close(self) -> None:
         with self._lock:
-            pair = (self._transport, self._store)
-            self._transport = self._store = None
-        _close_pair(*pair)
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -367,19 +327,11 @@ class Engine:
 def _step_wrapper(fn: Callable[..., Any], definition: StepDef) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        activation = current()
+        activation = current_activation()
         if activation is None:
             return fn(*args, **kwargs)
-        if activation.is_async:
-            return activation.acall_step(definition, args, kwargs)
-        return activation.call_step(definition, args, kwargs)
+        flow = call_step(activation, definition, args, kwargs)
+        return adrive(activation, flow) if activation.is_async else drive(activation, flow)
 
     call.__raftflow_step__ = definition.name  # type: ignore[attr-defined]
     return call
-
-
-def _close_pair(transport: SqlTransport | None, store: SqlStore | None) -> None:
-    if store is not None and (transport is None or store.connection is not transport.connection):
-        store.close()
-    if transport is not None:
-        transport.close()

@@ -79,7 +79,7 @@ def _rqlite_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_executions(args: argparse.Namespace) -> int:
     engine = load_engine(args.app)
     if args.url:
-        engine.connect(args.url)
+        engine.connect(args.url, **_rqlite_options(args))
     for record in engine.list(status=args.status, limit=args.limit):
         print(
             f"{record.id}  {record.workflow:<24} {record.status.value:<10} "
@@ -193,36 +193,51 @@ def cmd_install_rqlite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _connection_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every command that connects: where, and how (rqlite URLs only)."""
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("RAFTFLOW_URL"),
+        help="backend URL (http://host:4001[,host:4003] or sqlite:///file.db); "
+        "default $RAFTFLOW_URL",
+    )
+    parser.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (10)")
+    parser.add_argument(
+        "--retry-timeout", type=float, help="seconds of retries across nodes for one request (15)"
+    )
+    parser.add_argument("--ca-file", help="CA bundle to verify rqlite's HTTPS certificate")
+    parser.add_argument(
+        "--insecure", action="store_true", help="do not verify rqlite's HTTPS certificate"
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raftflow")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that is not installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raftflow", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"raftflow {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    default_url = os.environ.get("RAFTFLOW_URL")
 
     worker = commands.add_parser("worker", help="run a worker for an app's engine")
     worker.add_argument("app", help="module:attribute of the Engine, e.g. myapp:engine")
-    worker.add_argument(
-        "--url",
-        default=default_url,
-        help="backend URL (http://host:4001[,host:4003] or sqlite:///file.db)",
-    )
     worker.add_argument("--concurrency", type=int, default=4)
     worker.add_argument("--worker-id")
     worker.add_argument("--min-priority", type=int, default=0)
     worker.add_argument("--visibility", type=float, default=30.0)
-    worker.add_argument("--timeout", type=float, help="seconds for one HTTP attempt (10)")
-    worker.add_argument(
-        "--retry-timeout", type=float, help="seconds of retries across nodes for one request (15)"
-    )
-    worker.add_argument("--ca-file", help="CA bundle to verify rqlite's HTTPS certificate")
-    worker.add_argument(
-        "--insecure", action="store_true", help="do not verify rqlite's HTTPS certificate"
-    )
+    _connection_options(worker)
     worker.add_argument("-v", "--verbose", action="store_true")
     worker.set_defaults(run=cmd_worker)
 
     executions = commands.add_parser("executions", help="list an app's executions")
     executions.add_argument("app")
-    executions.add_argument("--url", default=default_url)
+    _connection_options(executions)
     executions.add_argument("--status")
     executions.add_argument("--limit", type=int, default=50)
     executions.set_defaults(run=cmd_executions)

@@ -16,6 +16,7 @@ RaftflowError
 │   └── ExecutionNotFoundError          no execution has this id
 └── WorkflowError                       defining, starting and running workflows
     ├── UnknownWorkflowError            not registered with this engine
+    ├── NotInWorkflowError              a call that only works inside a workflow or step
     ├── ExecutionConflictError          the id exists for another workflow
     ├── StepError                       raised in a workflow when one of its steps failed
     ├── NonDeterminismError             replay met a different step than recorded
@@ -53,6 +54,7 @@ __all__ = [
     "LeaseError",
     "LeaseLostError",
     "NonDeterminismError",
+    "NotInWorkflowError",
     "PayloadTooLargeError",
     "ProtocolError",
     "RaftflowError",
@@ -78,6 +80,10 @@ class InputValidationError(InvalidArgumentError, WorkflowError):
 
 class UnknownWorkflowError(WorkflowError, LookupError):
     """The workflow is not registered with this engine (``@engine.workflow``)."""
+
+
+class NotInWorkflowError(WorkflowError):
+    """A function that acts on the current execution (or step) was called outside it."""
 
 
 class ExecutionConflictError(WorkflowError):

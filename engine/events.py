@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pydantic
+from raftflow.transports.payload import to_json
 
 
 class RunEvent(pydantic.BaseModel):
@@ -27,8 +28,9 @@ Event = RunEvent
 
 _EVENT = pydantic.TypeAdapter(Event)
 
-#: The JSON of a run event, as published (computed once: the hot path publishes it).
+#: A run event, as a value (``start`` publishes it) and as JSON text (each step's commit).
 RUN = RunEvent().model_dump(mode="json")
+RUN_TEXT = to_json(RUN, what="event")
 
 
 def parse_event(value: Any) -> RunEvent | None:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from raftflow.engine.activation import StepInfo
+from raftflow.engine.context import StepInfo
 from raftflow.stores.base import Status
 
 log = logging.getLogger("raftflow.hooks")

@@ -136,20 +136,10 @@ class Registry:
         self.steps: dict[str, StepDef] = {}
 
     def add_workflow(self, definition: WorkflowDef) -> None:
-        existing = self.workflows.get(definition.name)
-        if existing is not None and existing.fn is not definition.fn:
-            raise ConfigurationError(
-                f"two workflows are named {definition.name!r}; pass name=... to tell them apart"
-            )
-        self.workflows[definition.name] = definition
+        self.workflows[_unique("workflows", self.workflows, definition)] = definition
 
     def add_step(self, definition: StepDef) -> None:
-        existing = self.steps.get(definition.name)
-        if existing is not None and existing.fn is not definition.fn:
-            raise ConfigurationError(
-                f"two steps are named {definition.name!r}; pass name=... to tell them apart"
-            )
-        self.steps[definition.name] = definition
+        self.steps[_unique("steps", self.steps, definition)] = definition
 
     def workflow(self, ref: Any) -> WorkflowDef:
         """The definition of a decorated workflow function, or of a workflow name."""
@@ -161,3 +151,13 @@ class Registry:
                 f"{shown!r} is not a workflow registered with this engine (@engine.workflow)"
             )
         return definition
+
+
+def _unique(kind: str, table: dict[str, Any], definition: StepDef | WorkflowDef) -> str:
+    """The definition's name, unless another function already has it."""
+    existing = table.get(definition.name)
+    if existing is not None and existing.fn is not definition.fn:
+        raise ConfigurationError(
+            f"two {kind} are named {definition.name!r}; pass name=... to tell them apart"
+        )
+    return definition.name

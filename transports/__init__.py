@@ -1,10 +1,20 @@
 """Transports: lease-based queues that deliver each execution's events in order.
 
-``raftflow.transports.rqlite`` (RqliteTransport, AsyncRqliteTransport) and
-``raftflow.transports.sqlite`` (SqliteTransport, AsyncSqliteTransport) implement the
-contract in ``raftflow.transports.base``.
+:class:`~raftflow.transports.transport.SqlTransport` (and its async twin) is the queue on
+any database: ``raftflow.transports.rqlite.RqliteTransport`` on an rqlite cluster, or
+``SqlTransport.from_url("sqlite:///app.db")`` on a local file. The contract is
+``raftflow.transports.base``.
 """
 
 from raftflow.transports.base import PARKED, AsyncTransport, Lease, QueueStats, Transport
+from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
 
-__all__ = ["PARKED", "AsyncTransport", "Lease", "QueueStats", "Transport"]
+__all__ = [
+    "PARKED",
+    "AsyncSqlTransport",
+    "AsyncTransport",
+    "Lease",
+    "QueueStats",
+    "SqlTransport",
+    "Transport",
+]

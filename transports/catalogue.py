@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from raftflow.transports.db import Params, Statement
+from raftflow.transports.flow import Params, Statement
 
 _NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"\{\{(fragment\.[\w.]+)\}\}")

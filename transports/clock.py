@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from raftflow.transports.catalogue import Catalogue
-from raftflow.transports.db import Flow, Request
+from raftflow.transports.errors import ProtocolError
+from raftflow.transports.flow import Flow, Request, Statement
 
 
 class Clock(Protocol):
@@ -61,12 +61,12 @@ class ClusterClock:
 
     def __init__(
         self,
-        queries: Catalogue,
+        query: Statement,
         *,
         resync: float = 30.0,
         local_time: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._queries = queries
+        self._query = query  # one row, column ``now``: the leader's epoch seconds
         self._resync = resync
         self._local = local_time
         self._anchor: tuple[float, float] | None = None  # (reference time, local time)
@@ -77,11 +77,11 @@ class ClusterClock:
         local = self._local()
         if anchor is None or local - anchor[1] > self._resync:
             before = self._local()
-            response = yield Request((self._queries("clock"),), transaction=False, level="weak")
+            response = yield Request((self._query,), transaction=False, level="weak")
             after = self._local()
             row = response.raise_for_errors()[0].first()
             if row is None or not isinstance(row["now"], (int, float)):
-                raise ValueError("the clock query returned no time")
+                raise ProtocolError("the clock query returned no time")
             midpoint = (before + after) / 2
             self._anchor = anchor = (float(row["now"]), midpoint)
             self.uncertainty = (after - before) / 2

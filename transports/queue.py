@@ -16,6 +16,11 @@ plus, every 30 s per transport, one ``weak`` read of the leader's clock
 (:class:`~raftflow.transports.clock.ClusterClock`). The spec's claim needs three round trips and
 two Raft entries.
 
+The statement builders (``*_statement``) are the only place the queue's SQL is bound; the
+public operations below and the engine's batched ones (:mod:`raftflow.engine.backend`) both
+use them, and :meth:`QueueFlows.claim` is the one claim: the engine appends its reads to the
+same request through ``context``.
+
 Retries are safe: a publish carries an idempotency key, and ack/nack/extend touch a row
 only while it still holds the caller's token, so a retry after an ambiguous failure
 never settles someone else's lease.
@@ -26,15 +31,15 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from raftflow.transports.base import PARKED, Lease, QueueStats
 from raftflow.transports.catalogue import load
 from raftflow.transports.clock import Clock
-from raftflow.transports.db import Flow, Request, Response, Statement
 from raftflow.transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
+from raftflow.transports.flow import Flow, Request, Response, Statement
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
@@ -50,11 +55,26 @@ QUERIES = load("raftflow.transports", "queue.sql", "queue")
 MAX_CLAIM_BATCH = 256
 
 
+#: Statements a claimer appends to the claim's transaction, given its token and ``now``.
+ClaimContext = Callable[[str, float], tuple[Statement, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one claim request leased, and its response (for the ``context`` reads)."""
+
+    leases: list[Lease]
+    response: Response
+
+
 class QueueFlows:
-    """The queue's logic; :class:`~raftflow.transports.sql.SqlTransport` and its twin drive it.
+    """The queue's logic; :class:`~raftflow.transports.transport.SqlTransport` and its twin
+    drive it.
 
     It also remembers which leases it issued and has not seen settled, so that a foreign
-    or already settled :class:`Lease` is refused before anything is sent.
+    (issued by another transport object), hand-made or already settled :class:`Lease` is
+    refused before anything is sent. A transport and its ``to_async()`` twin share one
+    :class:`QueueFlows`, so their leases are interchangeable.
     """
 
     def __init__(
@@ -100,8 +120,22 @@ class QueueFlows:
     # -- claim ----------------------------------------------------------------------------
 
     def claim(
-        self, worker_id: str, visibility: float, limit: int = 1, min_priority: int = 0
-    ) -> Flow[list[Lease]]:
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int = 1,
+        min_priority: int = 0,
+        *,
+        context: ClaimContext | None = None,
+        track: bool = True,
+    ) -> Flow[Claim]:
+        """Lease the heads of up to ``limit`` groups: one request, one Raft entry.
+
+        ``context`` adds statements to the same transaction (the engine reads what it will
+        replay there, so the state it reads is the state the lease was granted on).
+        ``track`` false leaves the leases out of this object's bookkeeping: the engine
+        settles them through its own commits.
+        """
         check_id(worker_id, what="worker_id")
         visibility = check_seconds(visibility, what="visibility", allow_zero=False)
         check_priority(min_priority)
@@ -113,67 +147,10 @@ class QueueFlows:
             raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_CLAIM_BATCH}")
         token = f"{worker_id}:{uuid.uuid4().hex}"
         now = yield from self.clock.now()
-        response = yield self.claim_request(token, now, now + visibility, limit, min_priority)
+        statements = self.claim_statements(token, now, now + visibility, limit, min_priority)
+        extra = context(token, now) if context is not None else ()
+        response = yield Request(statements + extra, transaction=True)
         response.raise_for_errors()
-        leases = self.leases_from(response, token)
-        # A retry after an ambiguous failure may have leased twice under the same token:
-        # keep what was asked for and free the rest at once rather than let it lapse.
-        extra = leases[limit:]
-        if extra:
-            leases = leases[:limit]
-            freed = yield self.release_request(extra, now, 0.0)
-            freed.raise_for_errors()
-            for lease in extra:
-                self._forget(lease)
-        return leases
-
-    def claim_request(
-        self, token: str, now: float, expiry: float, limit: int, min_priority: int
-    ) -> Request:
-        """The one-round-trip claim; the engine appends its own reads to it."""
-        params = {
-            "token": token,
-            "now": now,
-            "expiry": expiry,
-            "limit": limit,
-            "min_priority": min_priority,
-        }
-        return Request(
-            (
-                QUERIES("claim", params),
-                QUERIES("touch_claimed_groups", params),
-                QUERIES("claimed", params),
-            ),
-            transaction=True,
-        )
-
-    def release_request(self, leases: Sequence[Lease], now: float, delay: float) -> Request:
-        """Give leases back without lease bookkeeping (the engine's and claim's own use):
-        claimable at once, or parked for ``delay`` seconds. Statement by statement."""
-        return Request(
-            tuple(self._settle_statement(lease, now, delay) for lease in leases),
-            transaction=False,
-        )
-
-    def ack_request(self, leases: Sequence[Lease]) -> Request:
-        """Ack leases without lease bookkeeping (the engine's own use)."""
-        return Request(
-            tuple(QUERIES("ack", {"seq": le.seq, "token": le.token}) for le in leases),
-            transaction=False,
-        )
-
-    def extend_request(self, leases: Sequence[Lease], now: float, visibility: float) -> Request:
-        """Heartbeat several leases in one request; result ``i`` has ``rows_affected`` 1
-        when lease ``i`` is still held (and now runs until ``now + visibility``)."""
-        return Request(
-            tuple(
-                QUERIES("extend", {"seq": le.seq, "token": le.token, "expiry": now + visibility})
-                for le in leases
-            ),
-            transaction=False,
-        )
-
-    def leases_from(self, response: Response, token: str, *, track: bool = True) -> list[Lease]:
         leases = [
             Lease(
                 seq=row["seq"],
@@ -186,10 +163,19 @@ class QueueFlows:
             )
             for row in response.result_of("queue.claimed").dicts()
         ]
+        # A retry after an ambiguous failure may have leased twice under the same token:
+        # keep what was asked for and free the rest at once rather than let it lapse.
+        leases, surplus = leases[:limit], leases[limit:]
+        if surplus:
+            freed = yield Request(
+                tuple(self.nack_statement(lease, now, 0.0) for lease in surplus),
+                transaction=False,
+            )
+            freed.raise_for_errors()
         if track:
             with self._lock:
                 self._live.update((lease.seq, token) for lease in leases)
-        return leases
+        return Claim(leases, response)
 
     def claimable(self, min_priority: int = 0) -> Flow[bool]:
         """Whether a claim would find anything now: a cheap read, no Raft entry."""
@@ -204,23 +190,19 @@ class QueueFlows:
 
     def ack(self, lease: Lease) -> Flow[None]:
         self._check_live(lease)
-        statement = QUERIES("ack", {"seq": lease.seq, "token": lease.token})
-        yield from self._settle(lease, statement, done_if_gone=True)
+        yield from self._settle(lease, self.ack_statement(lease), done_if_gone=True)
 
     def nack(self, lease: Lease, delay: float = 0) -> Flow[None]:
         self._check_live(lease)
         delay = check_seconds(delay, what="delay", allow_zero=True)
         now = yield from self.clock.now()
-        yield from self._settle(
-            lease, self._settle_statement(lease, now, delay), done_if_gone=False
-        )
+        yield from self._settle(lease, self.nack_statement(lease, now, delay), done_if_gone=False)
 
     def extend(self, lease: Lease, visibility: float) -> Flow[Lease]:
         self._check_live(lease)
         visibility = check_seconds(visibility, what="visibility", allow_zero=False)
         now = yield from self.clock.now()
-        params = {"seq": lease.seq, "token": lease.token, "expiry": now + visibility}
-        response = yield Request((QUERIES("extend", params),), transaction=False)
+        response = yield Request((self.extend_statement(lease, now + visibility),))
         if response.raise_for_errors()[0].rows_affected != 1:
             # An ambiguous retry finds the deadline already moved; anything else is lost.
             holder = yield from self._holder(lease)
@@ -255,15 +237,51 @@ class QueueFlows:
         response = yield Request((QUERIES("holder", {"seq": lease.seq}),), level="strong")
         return response.raise_for_errors()[0].first()
 
-    def _settle_statement(self, lease: Lease, now: float | None, delay: float) -> Statement:
-        if delay > 0 and now is not None:
-            locked_by, expiry = PARKED, now + delay
-        else:
-            locked_by, expiry = None, 0.0
+    # -- statement builders (each touches a row only while it holds the caller's token) ----
+
+    @staticmethod
+    def claim_statements(
+        token: str, now: float, expiry: float, limit: int, min_priority: int
+    ) -> tuple[Statement, ...]:
+        """The claim's transaction: lease the heads, note the claim time, read them back."""
+        params = {
+            "token": token,
+            "now": now,
+            "expiry": expiry,
+            "limit": limit,
+            "min_priority": min_priority,
+        }
+        return (
+            QUERIES("claim", params),
+            QUERIES("touch_claimed_groups", params),
+            QUERIES("claimed", params),
+        )
+
+    @staticmethod
+    def ack_statement(lease: Lease) -> Statement:
+        return QUERIES("ack", {"seq": lease.seq, "token": lease.token})
+
+    @staticmethod
+    def nack_statement(lease: Lease, now: float, delay: float) -> Statement:
+        """Claimable again at once (``delay`` 0), or parked until ``now + delay``."""
+        locked_by, expiry = (PARKED, now + delay) if delay > 0 else (None, 0.0)
         return QUERIES(
             "nack",
             {"seq": lease.seq, "token": lease.token, "locked_by": locked_by, "expiry": expiry},
         )
+
+    @staticmethod
+    def extend_statement(lease: Lease, expiry: float) -> Statement:
+        return QUERIES("extend", {"seq": lease.seq, "token": lease.token, "expiry": expiry})
+
+    @staticmethod
+    def release_group_statement(group_id: str, token: str, now: float, delay: float) -> Statement:
+        """Give back every message of ``group_id`` that ``token`` holds, whichever its seq
+        (after a commit whose outcome is unknown, the next event may be leased to it):
+        claimable at once, or parked until ``now + delay``."""
+        locked_by, expiry = (PARKED, now + delay) if delay > 0 else (None, 0.0)
+        params = {"group_id": group_id, "token": token, "locked_by": locked_by, "expiry": expiry}
+        return QUERIES("release_group", params)
 
     # -- inspection -----------------------------------------------------------------------
 
@@ -283,7 +301,10 @@ class QueueFlows:
         if not isinstance(lease, Lease):
             raise InvalidArgumentError(f"expected a Lease, not {type(lease).__name__}")
         if lease.origin != self.origin:
-            raise LeaseError(f"lease on message {lease.seq} was not issued by this transport")
+            raise LeaseError(
+                f"lease on message {lease.seq} was not issued by this transport (or its "
+                "to_async() twin): a lease is settled where it was claimed"
+            )
         key = (lease.seq, lease.token)
         with self._lock:
             if key not in self._live:

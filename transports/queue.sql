@@ -140,6 +140,13 @@ WHERE seq = :seq AND locked_by = :token;
 -- name: extend
 UPDATE messages SET lock_expiry = :expiry WHERE seq = :seq AND locked_by = :token;
 
+-- name: release_group
+-- The engine's hand-back when it cannot tell whether its commit applied: whatever message of
+-- the group its token holds (the current one, or the next one the commit leased to it),
+-- free (:locked_by NULL) or parked for a back-off (:locked_by '__parked__').
+UPDATE messages SET locked_by = :locked_by, lock_expiry = :expiry
+WHERE group_id = :group_id AND locked_by = :token;
+
 -- name: holder
 SELECT locked_by, lock_expiry FROM messages WHERE seq = :seq;
 

@@ -2,9 +2,10 @@
 live lease for a lost one, and the worker then abandoned an execution nobody else held.
 The fix applies a commit's new lease on the loop, before ``committing`` is cleared.
 
-After a commit of a *sync* workflow returns on the worker's loop, ``Activation._commit``
-clears ``committing`` at once, but the new lease (``_advance`` in ``_applied``) or the end
-of the run (``_conclude``) is applied later, by the workflow's thread. A heartbeat tick in
+Before the fix, after a commit of a *sync* workflow returned on the worker's loop,
+``committing`` was cleared at once, but the new lease or the end of the run was applied
+later, by the workflow's thread (now ``Activation.commit`` applies it on the loop, and the
+thread only checks the outcome in ``Activation.check_applied``). A heartbeat tick in
 between extends the old message seq, which the commit deleted: 0 rows. Its guard compares
 ``commits`` and ``lease.seq`` with values it read inside that same window, so it passes,
 and the heartbeat sets ``held = False`` ("lease lost during a step; its result will be
@@ -60,13 +61,13 @@ def connected(chaos_cluster: LocalCluster) -> Iterator[Engine]:
 def test_heartbeat_never_drops_a_live_lease_of_a_sync_workflow(
     connected: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    applied = Activation._applied
+    applied = Activation.check_applied
 
     def slow_to_wake(self: Activation, outcome: Any) -> None:
         time.sleep(1.0)  # the workflow thread resumes late after its commit returned
         applied(self, outcome)
 
-    monkeypatch.setattr(Activation, "_applied", slow_to_wake)
+    monkeypatch.setattr(Activation, "check_applied", slow_to_wake)
     caplog.set_level(logging.WARNING, logger="raftflow.worker")
     with connected.running_worker(concurrency=1, visibility=1.0) as worker:
         handle = connected.start(three_steps, 1)

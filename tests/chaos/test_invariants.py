@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.stores.ops import QUERIES as STORE_QUERIES
+from raftflow.stores.flows import QUERIES as STORE_QUERIES
 from raftflow.transports.queue import QUERIES as QUEUE_QUERIES
 
 from tests.apps.ordering import Spec

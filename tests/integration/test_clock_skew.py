@@ -26,7 +26,7 @@ VISIBILITY = 3.0
 
 def skewed_cluster_clock(offset: float) -> ClusterClock:
     """A ClusterClock whose local clock runs ``offset`` seconds off real time."""
-    return ClusterClock(QUERIES, local_time=lambda: time.time() + offset)
+    return ClusterClock(QUERIES("clock"), local_time=lambda: time.time() + offset)
 
 
 @pytest.mark.slow

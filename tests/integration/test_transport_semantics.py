@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+from raftflow.transports import SqlTransport
 from raftflow.transports.base import Lease, QueueStats
-from raftflow.transports.db import Request, Statement
 from raftflow.transports.errors import (
     InvalidArgumentError,
     LeaseError,
@@ -27,10 +27,10 @@ from raftflow.transports.errors import (
     PayloadTooLargeError,
     StatementError,
 )
+from raftflow.transports.flow import Request, Statement
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.cluster import LocalCluster
 from raftflow.transports.rqlite.protocol import encode
-from raftflow.transports.sqlite import SqliteTransport
 
 from tests.support import wait_until
 
@@ -533,7 +533,7 @@ def test_claim_plan_walks_the_indexes_on_rqlite(transport: Any) -> None:
 
 
 def test_whole_claim_request_plan_uses_indexes_on_sqlite() -> None:
-    with SqliteTransport.from_url("sqlite://") as sqlite:
+    with SqlTransport.from_url("sqlite://") as sqlite:
         params = claim_params()
         for name, expect in (
             ("claim", ("groups_ready", "messages_by_group", "INTEGER PRIMARY KEY")),
@@ -579,7 +579,7 @@ def _median_claim_statement_time(transport: Any, cluster: LocalCluster, claims: 
     with httpx.Client(base_url=cluster.url, timeout=10) as client:
         for i in range(claims):
             now = time.time()
-            request = transport.flows.claim_request(f"probe:{i}", now, now + 30, 1, 0)
+            request = Request(transport.flows.claim_statements(f"probe:{i}", now, now + 30, 1, 0))
             path, params, body = encode(request)
             response = client.post(
                 path,

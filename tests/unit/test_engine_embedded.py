@@ -21,6 +21,7 @@ from raftflow.engine import (
     ExecutionConflictError,
     ExecutionNotFoundError,
     InputValidationError,
+    NotInWorkflowError,
     ResultTimeoutError,
     Status,
     StepError,
@@ -336,7 +337,8 @@ def test_current_step_gives_a_stable_key(engine: Engine) -> None:
     handle = engine.start(wf, execution_id="exec-1")
     with engine.running_worker():
         assert handle.result(timeout=10) == ["exec-1/0", "exec-1/1", "exec-1/2"]
-    assert current_step() is None
+    with pytest.raises(NotInWorkflowError, match="only available while a step runs"):
+        current_step()  # outside a step: a clear error, not None (so .key type-checks)
 
 
 def test_priority_floor_serves_only_urgent_executions(engine: Engine) -> None:

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from raftflow.transports.db import Request, Statement
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -22,6 +21,7 @@ from raftflow.transports.errors import (
     StatementError,
     UnavailableError,
 )
+from raftflow.transports.flow import Request, Statement
 from raftflow.transports.rqlite.protocol import (
     HttpCall,
     HttpReply,

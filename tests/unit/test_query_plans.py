@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from raftflow.stores.ops import QUERIES as STORE
+from raftflow.stores.flows import QUERIES as STORE
 from raftflow.transports.catalogue import Catalogue
 from raftflow.transports.queue import QUERIES as QUEUE
 
@@ -23,6 +23,7 @@ HOT_PATH = [
     (QUEUE, "nack"),
     (QUEUE, "extend"),
     (QUEUE, "forget_keys"),
+    (QUEUE, "release_group"),
     (STORE, "start"),
     (STORE, "commit"),
     (STORE, "commit_outcome"),

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raftflow.transports.db import Request, Statement
+from raftflow.transports import SqlTransport
 from raftflow.transports.errors import ConfigurationError, LeaseLostError
-from raftflow.transports.sqlite import SqliteTransport
+from raftflow.transports.flow import Request, Statement
 from raftflow.transports.sqlite.connection import MEMORY, SqliteConnection, path_from_url
 
 
@@ -84,7 +84,7 @@ def test_bad_sqlite_urls(url: str) -> None:
 
 def test_queue_semantics_on_a_shared_file(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'q.db'}"
-    first, second = SqliteTransport.from_url(url), SqliteTransport.from_url(url)
+    first, second = SqlTransport.from_url(url), SqlTransport.from_url(url)
     try:
         for i in range(3):
             first.publish("g", i)

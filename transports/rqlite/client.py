@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
-from raftflow.transports.db import Request, Response, Statement
+from raftflow.transports.flow import Request, Response, Statement
 from raftflow.transports.rqlite.protocol import (
     Exchange,
     HttpCall,
@@ -48,17 +48,9 @@ class _HttpxSync:
 
     def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         try:
-            response = self._client.request(
-                "GET" if call.body is None else "POST",
-                call.node + call.path,
-                params=call.params,
-                content=call.body,
-                headers=_JSON_HEADERS,
-                timeout=call.timeout,
-            )
+            return _reply(self._client.request(**_httpx_request(call)))
         except httpx.HTTPError as exc:
             return _httpx_failure(exc)
-        return HttpReply(response.status_code, response.content, _served_by(response.headers))
 
     def close(self) -> None:
         self._client.close()
@@ -101,56 +93,71 @@ class _RequestsSync:
             return NetworkFailure(sent=not refused, detail=_describe(exc))
         except exceptions.RequestException as exc:
             return NetworkFailure(sent=True, detail=_describe(exc))
-        return HttpReply(response.status_code, response.content, _served_by(response.headers))
+        return _reply(response)
 
     def close(self) -> None:
         self._session.close()
 
 
-class RqliteConnection:
-    """A sync connection to an rqlite cluster (``httpx.Client`` or ``requests.Session``)."""
+class _Connection:
+    """What both connections hold: where the cluster is, and which node to try next."""
 
-    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "httpx") -> None:
+    def __init__(self, config: RqliteConfig) -> None:
         self.config = config
         self.ring = NodeRing(config.nodes)
         self.round_trips = 0
-        self._http: _SyncHttp = _RequestsSync(config) if http == "requests" else _HttpxSync(config)
-        self.http_library: HttpLibrary = http
 
     @property
     def identity(self) -> str:
         return self.config.identity
 
+    def _exchange(self, request: Request) -> Exchange:
+        return exchange(self.config, self.ring, request, time.monotonic)
+
+    def _ready_probe(self, timeout: float | None) -> Exchange:
+        """The readiness probe, with ``connect_timeout`` (or ``timeout``) as its budget."""
+        budget = self.config.connect_timeout if timeout is None else timeout
+        config = self.config.with_options(retry_timeout=budget)
+        return exchange(config, self.ring, READY_PROBE, time.monotonic)
+
+    def _get_call(self, path: str) -> HttpCall:
+        self.round_trips += 1
+        return HttpCall(self.ring.node(), path, {}, None, self.config.timeout)
+
+
+class RqliteConnection(_Connection):
+    """A sync connection to an rqlite cluster (``httpx.Client`` or ``requests.Session``)."""
+
+    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "httpx") -> None:
+        super().__init__(config)
+        self._http: _SyncHttp = _RequestsSync(config) if http == "requests" else _HttpxSync(config)
+        self.http_library: HttpLibrary = http
+
     def send(self, request: Request) -> Response:
-        return self._run(exchange(self.config, self.ring, request, time.monotonic))
+        return self._run(self._exchange(request))
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until some node answers a read through a leader (``connect_timeout``)."""
-        budget = self.config.connect_timeout if timeout is None else timeout
-        config = self.config.with_options(retry_timeout=budget)
-        self._run(exchange(config, self.ring, READY_PROBE, time.monotonic)).raise_for_errors()
+        self._run(self._ready_probe(timeout)).raise_for_errors()
 
     def get(self, path: str) -> HttpReply | NetworkFailure:
         """One GET on the current node (``/status``, ``/readyz``); no retries."""
-        self.round_trips += 1
-        return self._http.call(HttpCall(self.ring.node(), path, {}, None, self.config.timeout))
+        return self._http.call(self._get_call(path))
 
     def to_async(self) -> AsyncRqliteConnection:
         """An async connection to the same cluster with the same credentials and options."""
         return AsyncRqliteConnection(self.config)
 
     def _run(self, flow: Exchange) -> Response:
-        try:
-            step = next(flow)
-            while True:
-                if isinstance(step, Sleep):
-                    time.sleep(step.seconds)
-                    step = flow.send(None)
-                else:
-                    self.round_trips += 1
-                    step = flow.send(self._http.call(step))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        reply: HttpReply | NetworkFailure | None = None
+        while not isinstance(step := _advance(flow, reply), Response):
+            reply = None
+            if isinstance(step, Sleep):
+                time.sleep(step.seconds)
+            else:
+                self.round_trips += 1
+                reply = self._http.call(step)
+        return step
 
     def close(self) -> None:
         self._http.close()
@@ -159,61 +166,40 @@ class RqliteConnection:
         return f"<RqliteConnection nodes={list(self.config.nodes)} http={self.http_library}>"
 
 
-class AsyncRqliteConnection:
+class AsyncRqliteConnection(_Connection):
     """The async twin of :class:`RqliteConnection`, over ``httpx.AsyncClient``."""
 
     def __init__(self, config: RqliteConfig) -> None:
-        self.config = config
-        self.ring = NodeRing(config.nodes)
-        self.round_trips = 0
+        super().__init__(config)
         self._client = httpx.AsyncClient(auth=config.auth, verify=_ssl_context(config.verify))
 
-    @property
-    def identity(self) -> str:
-        return self.config.identity
-
     async def send(self, request: Request) -> Response:
-        return await self._run(exchange(self.config, self.ring, request, time.monotonic))
+        return await self._run(self._exchange(request))
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until some node answers a read through a leader (``connect_timeout``)."""
-        budget = self.config.connect_timeout if timeout is None else timeout
-        config = self.config.with_options(retry_timeout=budget)
-        (
-            await self._run(exchange(config, self.ring, READY_PROBE, time.monotonic))
-        ).raise_for_errors()
+        (await self._run(self._ready_probe(timeout))).raise_for_errors()
 
     async def get(self, path: str) -> HttpReply | NetworkFailure:
         """One GET on the current node (``/status``, ``/readyz``); no retries."""
-        self.round_trips += 1
-        return await self._call(HttpCall(self.ring.node(), path, {}, None, self.config.timeout))
+        return await self._call(self._get_call(path))
 
     async def _run(self, flow: Exchange) -> Response:
-        try:
-            step = next(flow)
-            while True:
-                if isinstance(step, Sleep):
-                    await asyncio.sleep(step.seconds)
-                    step = flow.send(None)
-                else:
-                    self.round_trips += 1
-                    step = flow.send(await self._call(step))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        reply: HttpReply | NetworkFailure | None = None
+        while not isinstance(step := _advance(flow, reply), Response):
+            reply = None
+            if isinstance(step, Sleep):
+                await asyncio.sleep(step.seconds)
+            else:
+                self.round_trips += 1
+                reply = await self._call(step)
+        return step
 
     async def _call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         try:
-            response = await self._client.request(
-                "GET" if call.body is None else "POST",
-                call.node + call.path,
-                params=call.params,
-                content=call.body,
-                headers=_JSON_HEADERS,
-                timeout=call.timeout,
-            )
+            return _reply(await self._client.request(**_httpx_request(call)))
         except httpx.HTTPError as exc:
             return _httpx_failure(exc)
-        return HttpReply(response.status_code, response.content, _served_by(response.headers))
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -222,7 +208,34 @@ class AsyncRqliteConnection:
         return f"<AsyncRqliteConnection nodes={list(self.config.nodes)}>"
 
 
+def _advance(
+    flow: Exchange, reply: HttpReply | NetworkFailure | None
+) -> HttpCall | Sleep | Response:
+    """The exchange's next step, or its response once it is done."""
+    try:
+        return flow.send(reply)
+    except StopIteration as stop:
+        response: Response = stop.value
+        return response
+
+
 _JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _httpx_request(call: HttpCall) -> dict[str, Any]:
+    """``httpx.Client.request`` arguments for a call (its async twin takes the same)."""
+    return {
+        "method": "GET" if call.body is None else "POST",
+        "url": call.node + call.path,
+        "params": call.params,
+        "content": call.body,
+        "headers": _JSON_HEADERS,
+        "timeout": call.timeout,
+    }
+
+
+def _reply(response: httpx.Response | Any) -> HttpReply:
+    return HttpReply(response.status_code, response.content, _served_by(response.headers))
 
 
 def _httpx_failure(exc: httpx.HTTPError) -> NetworkFailure:

@@ -3,7 +3,7 @@
 A transactional request is one ``BEGIN IMMEDIATE`` transaction that stops at the first
 error and rolls back; a non-transactional request runs each statement in its own
 transaction and keeps going after a failure -- exactly rqlite's semantics, so the flows in
-:mod:`raftflow.transports.queue` and :mod:`raftflow.stores.ops` need no SQLite special case.
+:mod:`raftflow.transports.queue` and :mod:`raftflow.stores.flows` need no SQLite special case.
 SQLite's write lock serializes writers across threads and processes as Raft does across machines.
 """
 
@@ -16,8 +16,8 @@ import threading
 import uuid
 from typing import Any
 
-from raftflow.transports.db import Request, Response, Result
 from raftflow.transports.errors import ConfigurationError, DatabaseError
+from raftflow.transports.flow import Request, Response, Result
 
 MEMORY = ":memory:"
 

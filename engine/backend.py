@@ -1,0 +1,310 @@
+"""The engine's backend: every database operation of the engine, as named I/O-free flows.
+
+The step path, and where each piece of its SQL lives (one hop each)::
+
+    engine.start(wf, input) -- start ----> stores/store.sql `start`: the execution's row and
+                                           its first event, in one statement
+    idle worker ----------- claimable ---> transports/queue.sql `claimable` (a weak read)
+    worker ---------------- claim -------> transports/queue.sql `claim`, plus store.sql
+                                           `mark_claimed_running` and `claimed_*` in the
+                                           same transaction: lease, mark running, read
+                                           what the replay needs (one Raft entry)
+    the workflow runs; a step runs; the next step call (or the workflow's return)
+                  --------- commit ------> stores/store.sql `commit` -> trigger
+                                           `execution_commit_fenced`: check the lease,
+                                           record the step, ack the event, publish the
+                                           next one (kept leased to the worker while its
+                                           turn lasts: no claim for the next step)
+    a long step ----------- extend ------> transports/queue.sql `extend` (one per beat)
+    end of a turn, drain -- release -----> transports/queue.sql `nack` (now or parked)
+    a failed commit ------- hand_back ---> transports/queue.sql `release_group`
+    nothing to run -------- ack ---------> transports/queue.sql `ack`
+
+What is good and stays: the SQL is named statements in ``.sql`` catalogues
+(:mod:`raftflow.transports.catalogue`); the commit is fenced by a ``RAISE(IGNORE)``
+trigger, so in a batch a stale worker's row is skipped alone; commits ready together
+go as one statement (group commit) with a one-by-one fallback; lease times come from
+:class:`~raftflow.transports.clock.ClusterClock`; the SQLite connection reproduces
+rqlite's request semantics, so none of this has a SQLite special case.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from raftflow.stores.base import ExecutionRecord, Status, StepRecord
+from raftflow.stores.flows import QUERIES as STORE
+from raftflow.stores.flows import StoreFlows, execution_from_row, step_from_row
+from raftflow.stores.schema import create_schema
+from raftflow.transports.base import Lease
+from raftflow.transports.database import AsyncDatabase, Database, open_database
+from raftflow.transports.flow import Flow, Request, Response, Statement
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.queue import QueueFlows
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One leased event and what its replay needs, read in the claim's own transaction."""
+
+    lease: Lease
+    execution: ExecutionRecord | None  # None: the execution is gone
+    steps: list[StepRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One fenced commit of an execution's progress (a row of ``execution_commits``).
+
+    ``step_*`` describe a step checkpoint (``step_idx`` None for none); ``status`` with
+    ``output`` / ``error`` a status change; ``next_event`` the event to publish after the
+    current one, kept leased to ``next_token`` when asked (the worker's turn goes on).
+    JSON fields are already serialized text; ``now`` and the next lease's expiry are
+    stamped by :meth:`EngineFlows.commit` when the batch is sent.
+    """
+
+    execution_id: str
+    lease_seq: int
+    lease_token: str
+    worker_id: str
+    commit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    step_idx: int | None = None
+    step_name: str | None = None
+    step_succeeded: bool = True
+    step_output: str | None = None
+    step_error: str | None = None
+    step_started_at: float | None = None
+    status: Status | None = None
+    output: str | None = None
+    error: str | None = None
+    next_event: str | None = None
+    next_priority: int = 0
+    next_token: str | None = None
+
+    def row(self, now: float, expiry: float) -> dict[str, Any]:
+        """The commit as one object of the batch's JSON array."""
+        return {
+            "execution_id": self.execution_id,
+            "lease_seq": self.lease_seq,
+            "lease_token": self.lease_token,
+            "commit_id": self.commit_id,
+            "now": now,
+            "worker_id": self.worker_id,
+            "step_idx": self.step_idx,
+            "step_name": self.step_name,
+            "step_status": None
+            if self.step_idx is None
+            else ("succeeded" if self.step_succeeded else "failed"),
+            "step_output": self.step_output,
+            "step_error": self.step_error,
+            "step_started_at": self.step_started_at,
+            "status": None if self.status is None else self.status.value,
+            "output": self.output,
+            "error": self.error,
+            "next_event": self.next_event,
+            "next_priority": self.next_priority,
+            "next_token": self.next_token,
+            "next_expiry": expiry if self.next_token else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    """Whether a commit applied, and the message its committer now leases (if any)."""
+
+    applied: bool
+    error: str | None = None
+    next_seq: int | None = None
+    next_expiry: float | None = None
+
+
+class EngineFlows:
+    """The engine's operations on its database, each one request unless it says otherwise."""
+
+    def __init__(self, queue: QueueFlows, store: StoreFlows) -> None:
+        self.queue = queue
+        self.store = store
+
+    def claim(
+        self, worker_id: str, visibility: float, limit: int, min_priority: int
+    ) -> Flow[list[Claimed]]:
+        """The queue's claim, with the store's context reads in the same transaction."""
+        claim = yield from self.queue.claim(
+            worker_id, visibility, limit, min_priority, context=claim_context, track=False
+        )
+        try:
+            return _claimed(claim.leases, claim.response)
+        except Exception:
+            # Leased but unreadable: give the leases back now rather than let them lapse.
+            yield Request(
+                tuple(self.queue.nack_statement(lease, 0.0, 0.0) for lease in claim.leases),
+                transaction=False,
+            )
+            raise
+
+    def commit(self, commits: Sequence[Commit], visibility: float) -> Flow[list[CommitOutcome]]:
+        """Many executions' commits as one statement (one round trip, one Raft entry), each
+        atomic on its own: a fenced one is skipped alone. A statement error that fails the
+        whole batch (not a lease lost: that skips a row) is retried commit by commit, so
+        only the culprit fails."""
+        now = yield from self.queue.clock.now()
+        response = yield commit_request(commits, now, now + visibility)
+        outcomes = _outcomes(response, len(commits))
+        if response[0].error is None or len(commits) == 1:
+            return outcomes
+        outcomes = []
+        for commit in commits:
+            single = yield commit_request([commit], now, now + visibility)
+            outcomes.extend(_outcomes(single, 1))
+        return outcomes
+
+    def extend(self, leases: Sequence[Lease], visibility: float) -> Flow[list[Lease | None]]:
+        """Renew several leases in one request; None for each one that was lost."""
+        now = yield from self.queue.clock.now()
+        expiry = now + visibility
+        response = yield Request(
+            tuple(self.queue.extend_statement(lease, expiry) for lease in leases),
+            transaction=False,
+        )
+        return [
+            replace(lease, expires_at=expiry)
+            if result.error is None and result.rows_affected == 1
+            else None
+            for lease, result in zip(leases, response.results)
+        ]
+
+    def release(self, leases: Sequence[Lease], delay: float = 0.0) -> Flow[None]:
+        """Give leases back: claimable at once, or parked for ``delay`` seconds."""
+        now = yield from self.queue.clock.now()
+        response = yield Request(
+            tuple(self.queue.nack_statement(lease, now, delay) for lease in leases),
+            transaction=False,
+        )
+        response.raise_for_errors()
+
+    def hand_back(self, group_id: str, token: str, delay: float = 0.0) -> Flow[None]:
+        """Give back whatever message of the group ``token`` holds (after a commit whose
+        outcome is unknown, the next event may be leased to it), now or after ``delay``."""
+        now = yield from self.queue.clock.now()
+        statement = self.queue.release_group_statement(group_id, token, now, delay)
+        response = yield Request((statement,))
+        response.raise_for_errors()
+
+    def ack(self, leases: Sequence[Lease]) -> Flow[None]:
+        """Delete events that have nothing to run (their execution is gone or finished)."""
+        response = yield Request(
+            tuple(self.queue.ack_statement(lease) for lease in leases), transaction=False
+        )
+        response.raise_for_errors()
+
+
+def _claimed(leases: list[Lease], response: Response) -> list[Claimed]:
+    executions = {
+        row["id"]: execution_from_row(row)
+        for row in response.result_of("store.claimed_executions").dicts()
+    }
+    steps: dict[str, list[StepRecord]] = {}
+    for row in response.result_of("store.claimed_steps").dicts():
+        steps.setdefault(row["execution_id"], []).append(step_from_row(row))
+    return [
+        Claimed(lease, executions.get(lease.group_id), steps.get(lease.group_id, []))
+        for lease in leases
+    ]
+
+
+def claim_context(token: str, now: float) -> tuple[Statement, ...]:
+    params = {"token": token, "now": now}
+    return (
+        STORE("mark_claimed_running", params),
+        STORE("claimed_executions", params),
+        STORE("claimed_steps", params),
+    )
+
+
+def commit_request(commits: Sequence[Commit], now: float, expiry: float) -> Request:
+    batch = json.dumps([commit.row(now, expiry) for commit in commits], separators=(",", ":"))
+    params = {"commits": batch}
+    return Request((STORE("commit", params), STORE("commit_outcome", params)), transaction=False)
+
+
+def _outcomes(response: Response, count: int) -> list[CommitOutcome]:
+    """A commit whose id the execution records was applied, by this attempt or an earlier
+    one of the same request (an ambiguous retry reads the first attempt's effect)."""
+    error = response[0].error or response[1].error
+    rows = {row["position"]: row for row in response[1].dicts()}
+    outcomes = []
+    for position in range(count):
+        row = rows.get(position)
+        if row is None or not row["applied"]:
+            outcomes.append(CommitOutcome(False, error=error or "lease lost"))
+        else:
+            outcomes.append(
+                CommitOutcome(True, next_seq=row["next_seq"], next_expiry=row["next_expiry"])
+            )
+    return outcomes
+
+
+class Backend:
+    """The engine's database (an rqlite cluster, a SQLite file or memory) and its flows."""
+
+    def __init__(self, database: Database, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
+        self.database = database
+        self.queue = QueueFlows(database.clock, max_event_bytes=max_payload_bytes)
+        self.store = StoreFlows(database.clock, max_payload_bytes=max_payload_bytes)
+        self.flows = EngineFlows(self.queue, self.store)
+
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.store.max_payload_bytes
+
+    def run(self, flow: Flow[T]) -> T:
+        return self.database.run(flow)
+
+    def create_schema(self) -> None:
+        """Create whatever is missing of the queue's and the store's schema."""
+        self.database.run(create_schema())
+
+    def to_async(self) -> AsyncBackend:
+        """The async twin for a worker's event loop: a new async connection to the same
+        database, the same flows (and so the same clock)."""
+        return AsyncBackend(self.database.to_async(), self)
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.database.connection!r}>"
+
+
+class AsyncBackend:
+    """The async twin of :class:`Backend` (made by :meth:`Backend.to_async`)."""
+
+    def __init__(self, database: AsyncDatabase, sync: Backend) -> None:
+        self.database = database
+        self.queue, self.store, self.flows = sync.queue, sync.store, sync.flows
+
+    async def run(self, flow: Flow[T]) -> T:
+        return await self.database.run(flow)
+
+    async def close(self) -> None:
+        await self.database.close()
+
+
+def open_backend(
+    url: str | Sequence[str], *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
+) -> Backend:
+    """The engine's backend on ``url`` (``http(s)://`` rqlite, ``sqlite:///path``), its
+    schema created; ``options`` go to the rqlite connection (``verify``, ``timeout``...)."""
+    backend = Backend(open_database(url, **options), max_payload_bytes=max_payload_bytes)
+    try:
+        backend.create_schema()
+    except BaseException:
+        backend.close()
+        raise
+    return backend

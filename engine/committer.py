@@ -1,0 +1,78 @@
+"""Group commit: the commits of every execution that is ready at once go in one request.
+
+Each activation hands its commit to :meth:`Committer.commit` and waits; the committer
+sends every commit waiting when a request can go as one statement
+(:meth:`~raftflow.engine.backend.EngineFlows.commit`): N executions advancing together
+cost one Raft entry, not N. ``max_inflight`` requests may be in flight at once (1 by
+default: rqlite is CPU-bound, and more requests only split the batches -- measured in
+``docs/performance.md``). An execution has at most one commit waiting at a time, so
+concurrent requests never reorder an execution's commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from raftflow.engine.backend import AsyncBackend, Commit, CommitOutcome
+
+if TYPE_CHECKING:
+    from raftflow.engine.worker import WorkerOptions, WorkerStats
+
+Waiting = tuple[Commit, "asyncio.Future[CommitOutcome]"]
+
+
+class Committer:
+    """Batches commits on the worker's loop; :meth:`run` is its task."""
+
+    def __init__(self, backend: AsyncBackend, options: WorkerOptions, stats: WorkerStats) -> None:
+        self._backend = backend
+        self._options = options
+        self._stats = stats
+        self._waiting: list[Waiting] = []
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(options.max_inflight)
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def commit(self, commit: Commit) -> CommitOutcome:
+        """Send ``commit`` with the next batch; its outcome, or the request's exception."""
+        future: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        self._waiting.append((commit, future))
+        self._wake.set()
+        return await future
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._waiting:
+                    await self._slots.acquire()
+                    batch = self._waiting[: self._options.max_batch]
+                    del self._waiting[: len(batch)]
+                    if not batch:
+                        self._slots.release()
+                        break
+                    task = asyncio.create_task(self._flush(batch))
+                    self._flushes.add(task)
+                    task.add_done_callback(self._flushes.discard)
+        finally:
+            for task in self._flushes:
+                task.cancel()
+
+    async def _flush(self, batch: Sequence[Waiting]) -> None:
+        try:
+            flow = self._backend.flows.commit([c for c, _ in batch], self._options.visibility)
+            outcomes = await self._backend.run(flow)
+            self._stats.commit_requests += 1
+        except Exception as exc:  # every waiter gets it: each hands its execution back
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        finally:
+            self._slots.release()
+        for (_, future), outcome in zip(batch, outcomes):
+            if not future.done():
+                future.set_result(outcome)

@@ -1,0 +1,150 @@
+"""The two drivers of the step path (:mod:`raftflow.engine.steppath`).
+
+:func:`drive` performs a flow's commands in a sync workflow's thread (commits are sent on
+the worker's loop and waited for); :func:`adrive` performs them on the loop, for async
+workflows. They differ by ``await`` alone. Both draw the line between user code and the
+engine: what user code raises becomes an :class:`Outcome` (a step's error, the workflow's
+failure); what the engine's own flow raises -- other than the deliberate
+:class:`~raftflow.engine.errors.WorkflowError` it raises into workflow code -- is an
+infrastructure failure, never an outcome: the run unwinds and the execution is handed
+back (:meth:`Activation.give_up`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from raftflow.engine.activation import Activation, Unwind
+from raftflow.engine.context import StepInfo, in_step, in_workflow
+from raftflow.engine.errors import WorkflowError
+from raftflow.engine.steppath import Command, Outcome, RunStep, SendCommit, StepFlow, run_workflow
+from raftflow.transports.errors import DatabaseError
+
+T = TypeVar("T")
+
+
+def drive(run: Activation, flow: StepFlow[T]) -> T:
+    """Run a step-path flow to its end in a sync workflow's thread."""
+    reply: Any = None
+    while not isinstance(command := _advance(run, flow, reply), _Done):
+        reply = _perform(run, command)
+    return command.value  # type: ignore[no-any-return]
+
+
+async def adrive(run: Activation, flow: StepFlow[T]) -> T:
+    """Run a step-path flow to its end on the worker's loop (an async workflow)."""
+    reply: Any = None
+    while not isinstance(command := _advance(run, flow, reply), _Done):
+        reply = await _aperform(run, command)
+    return command.value  # type: ignore[no-any-return]
+
+
+def run_sync(run: Activation) -> None:
+    """A sync workflow's whole run, in a worker thread."""
+    with suppress(Unwind):
+        drive(run, run_workflow(run))
+
+
+async def run_async(run: Activation) -> None:
+    """An async workflow's whole run, on the worker's loop."""
+    with suppress(Unwind):
+        await adrive(run, run_workflow(run))
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
+
+
+def _advance(run: Activation, flow: StepFlow[Any], reply: Any) -> Command | _Done:
+    try:
+        return flow.send(reply)
+    except StopIteration as stop:
+        return _Done(stop.value)
+    except (WorkflowError, Unwind):
+        raise  # meant for workflow code (StepError, NonDeterminismError...), or the unwind
+    except Exception as exc:
+        raise run.give_up("the engine failed on its step path", exc) from exc
+
+
+def _perform(run: Activation, command: Command) -> Any:
+    if isinstance(command, SendCommit):
+        return run.wait(run.commit(command.commit))
+    outcome = Outcome()
+    if isinstance(command, RunStep):
+        with _step_code(run, command.info, outcome):
+            outcome.value = _call_step(run, command)
+    else:
+        with _workflow_code(run, outcome):
+            outcome.value = run.workflow.fn(*run.args())
+    return outcome
+
+
+async def _aperform(run: Activation, command: Command) -> Any:
+    if isinstance(command, SendCommit):
+        return await run.commit(command.commit)
+    outcome = Outcome()
+    if isinstance(command, RunStep):
+        with _step_code(run, command.info, outcome):
+            outcome.value = await _acall_step(run, command)
+    else:
+        with _workflow_code(run, outcome):
+            outcome.value = await run.workflow.fn(*run.args())
+    return outcome
+
+
+def _call_step(run: Activation, command: RunStep) -> Any:
+    step = command.step
+    if step.is_async:
+        # On the loop: its task does not inherit this thread's context, so carry the info.
+        return run.wait(_with_step(command.info, step.fn(*command.args, **command.kwargs)))
+    return step.fn(*command.args, **command.kwargs)
+
+
+async def _acall_step(run: Activation, command: RunStep) -> Any:
+    step = command.step
+    if step.is_async:
+        return await step.fn(*command.args, **command.kwargs)
+    # A thread, not the loop; to_thread copies this context (current_step() is set).
+    return await asyncio.to_thread(step.fn, *command.args, **command.kwargs)
+
+
+async def _with_step(info: StepInfo, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    with in_step(info):
+        return await coroutine
+
+
+@contextmanager
+def _workflow_code(run: Activation, outcome: Outcome) -> Iterator[None]:
+    """Workflow code runs here; what it raises is its outcome, except a database error:
+    that is the infrastructure's (a workflow does no I/O of its own between steps)."""
+    try:
+        with in_workflow(run):
+            yield
+    except DatabaseError as exc:
+        raise run.give_up("a database call failed in workflow code", exc) from exc
+    except Exception as exc:
+        outcome.error = exc
+
+
+@contextmanager
+def _step_code(run: Activation, info: StepInfo, outcome: Outcome) -> Iterator[None]:
+    """A step function runs here: ``current_step()`` is set, hooks run around it, and what
+    it raises is its outcome."""
+    hooks = run.host.hooks
+    run.in_step = True
+    hooks.before_step(info)
+    started = time.perf_counter()
+    try:
+        with in_step(info):
+            yield
+    except Exception as exc:
+        outcome.error = exc
+    finally:
+        run.in_step = False
+        hooks.after_step(info, error=outcome.error, duration=time.perf_counter() - started)

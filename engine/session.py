@@ -1,0 +1,290 @@
+"""One run of a worker: the claim loop, the event dispatch, the heartbeat and the drain.
+
+One asyncio loop does all the I/O: the claim loop, the heartbeat and the committer
+(:mod:`raftflow.engine.committer`). Async workflows run as tasks on that loop; sync
+workflows run in a thread pool and hand their commits to the loop. Per step, on rqlite,
+the hot path costs one HTTP request and one Raft entry (the fenced commit that also acks
+and publishes); a claim (one request) is needed only when an execution is picked up, and
+at most every ``steps_per_turn`` steps, which keeps service round-robin.
+
+Idle workers poll with a ``weak`` read (no Raft entry), and claim only when it says there
+is work. A failure outside user code (the network, rqlite, the clock, a bug of ours) is
+logged and never becomes an execution's outcome: the execution is handed back -- free
+again after a short back-off -- and runs again, here or elsewhere. At worst a lease lapses
+and its event is delivered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from raftflow.engine.activation import Activation
+from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
+from raftflow.engine.committer import Committer
+from raftflow.engine.drivers import run_async, run_sync
+from raftflow.engine.events import RunEvent, parse_event
+from raftflow.transports.base import Lease
+from raftflow.transports.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    ProtocolError,
+)
+
+if TYPE_CHECKING:
+    from raftflow.engine.worker import Worker
+
+log = logging.getLogger("raftflow.worker")
+
+#: Errors a worker does not retry: it stops and raises them.
+FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
+#: Longest back-off before an execution handed back after a failure is claimable again.
+MAX_HAND_BACK_DELAY = 30.0
+
+
+class Session:
+    """Everything that lives while :meth:`Worker.run` runs; also the activations' Host."""
+
+    def __init__(self, worker: Worker, backend: AsyncBackend) -> None:
+        self.worker = worker
+        self.options = worker.options
+        self.stats = worker.stats
+        self.worker_id = worker.worker_id
+        self.hooks = worker.hooks
+        self.max_payload_bytes = worker.engine.max_payload_bytes
+        self.backend = backend
+        self.loop = asyncio.get_running_loop()
+        self.stopping = asyncio.Event()
+        self.slot_freed = asyncio.Event()
+        self.activations: set[Activation] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.committer = Committer(backend, self.options, self.stats)
+
+    @property
+    def round_trips(self) -> int:
+        return int(getattr(self.backend.database.connection, "round_trips", 0))
+
+    def request_stop(self) -> None:
+        """Thread-safe: stop claiming and drain."""
+        self.loop.call_soon_threadsafe(self.stopping.set)
+
+    # -- Host: what an activation needs ---------------------------------------------------
+
+    async def commit(self, commit: Commit) -> CommitOutcome:
+        outcome = await self.committer.commit(commit)
+        if outcome.applied:
+            self.stats.commits += 1
+            self.stats.steps += commit.step_idx is not None
+            self.stats.executions_finished += commit.status is not None and commit.status.is_final
+        else:
+            self.stats.fenced += 1
+        return outcome
+
+    def clock_estimate(self) -> float:
+        return self.backend.queue.clock.estimate()
+
+    def keep_turn(self, activation: Activation) -> bool:
+        return (
+            not self.stopping.is_set() and activation.turn_steps + 1 < self.options.steps_per_turn
+        )
+
+    # -- the run --------------------------------------------------------------------------
+
+    async def run(self, on_ready: Callable[[], None] | None) -> None:
+        worker_id, options = self.worker_id, self.options
+        pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="raftflow-workflow")
+        committer = asyncio.create_task(self.committer.run(), name="raftflow-committer")
+        heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
+        log.info("worker %s started (concurrency %d)", worker_id, options.concurrency)
+        try:
+            await self.backend.run(self.backend.queue.clock.now())  # sync the clock first
+            if on_ready is not None:
+                on_ready()
+            await self._claim_loop(pool)
+            await self._drain()
+        finally:
+            for task in (committer, heartbeat):
+                task.cancel()
+            await asyncio.gather(committer, heartbeat, return_exceptions=True)
+            pool.shutdown(wait=False, cancel_futures=True)
+            await self.backend.close()
+            stats = self.stats
+            log.info(
+                "worker %s stopped: %d steps, %d commits in %d requests, %d claims, %d round trips",
+                worker_id,
+                stats.steps,
+                stats.commits,
+                stats.commit_requests,
+                stats.claims,
+                self.round_trips,
+            )
+
+    async def _claim_loop(self, pool: ThreadPoolExecutor) -> None:
+        options, stats = self.options, self.stats
+        poll = options.poll_interval
+        idle = True
+        while not self.stopping.is_set():
+            free = options.concurrency - len(self.tasks)
+            if free <= 0:
+                self.slot_freed.clear()
+                await self._until(self.slot_freed, None)
+                continue
+            try:
+                if idle:
+                    stats.polls += 1
+                    claimable = self.backend.queue.claimable(options.min_priority)
+                    if not await self.backend.run(claimable):
+                        await self._until(self.stopping, poll)
+                        poll = min(poll * 2, options.max_poll_interval)
+                        continue
+                claim = self.backend.flows.claim(
+                    self.worker_id, options.visibility, free, options.min_priority
+                )
+                claimed = await self.backend.run(claim)
+            except FATAL_ERRORS:
+                raise  # retrying cannot help: credentials, permissions, a bug
+            except Exception as exc:
+                log.warning("worker %s: claim failed, retrying: %s", self.worker_id, exc)
+                await self._until(self.stopping, options.retry_delay)
+                continue
+            stats.claims += 1
+            stats.claimed += len(claimed)
+            idle = len(claimed) < free
+            if not claimed:
+                stats.empty_claims += 1
+                await self._until(self.stopping, poll)
+                poll = min(poll * 2, options.max_poll_interval)
+                continue
+            poll = options.poll_interval
+            for item in claimed:
+                task = asyncio.create_task(self._handle(pool, item))
+                self.tasks.add(task)
+                task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self.slot_freed.set()
+
+    async def _until(self, event: asyncio.Event, timeout: float | None) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+    # -- one event: what happens to an execution is decided here, and only here -----------
+
+    async def _handle(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
+        lease, record = claimed.lease, claimed.execution
+        try:
+            if record is None or record.status.is_final:
+                # An event for an execution that is gone or finished: nothing to run.
+                await self.backend.run(self.backend.flows.ack([lease]))
+                return
+            event = parse_event(lease.event)
+            workflow = self.worker.engine.registry.workflows.get(record.workflow)
+            if workflow is None or event is None:
+                what = (
+                    f"workflow {record.workflow!r} is not registered here"
+                    if workflow is None
+                    else f"event {lease.event!r} is of an unknown kind"
+                )
+                log.error(
+                    "execution %s: %s; parked for %gs", record.id, what, self.options.park_unknown
+                )
+                await self.backend.run(
+                    self.backend.flows.release([lease], self.options.park_unknown)
+                )
+                return
+            if isinstance(event, RunEvent):
+                activation = Activation(self, workflow, lease, record, claimed.steps)
+                await self._run(pool, activation)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("execution %s: the worker failed to run it", lease.group_id)
+            await self._hand_back(lease, exc)
+
+    async def _run(self, pool: ThreadPoolExecutor, activation: Activation) -> None:
+        self.activations.add(activation)
+        try:
+            if activation.is_async:
+                await run_async(activation)
+            else:
+                await self.loop.run_in_executor(pool, run_sync, activation)
+        finally:
+            self.activations.discard(activation)
+        if activation.failure is not None:
+            await self._hand_back(activation.lease, activation.failure)
+
+    async def _hand_back(self, lease: Lease, cause: BaseException) -> None:
+        """Give an execution back after a failure outside user code, with a back-off that
+        grows with the claims of its event (a failure that repeats does not spin)."""
+        delay = min(
+            self.options.retry_delay * 2 ** min(lease.attempts - 1, 16), MAX_HAND_BACK_DELAY
+        )
+        try:
+            await self.backend.run(self.backend.flows.hand_back(lease.group_id, lease.token, delay))
+            self.stats.handed_back += 1
+        except Exception as exc:  # its lease lapses instead
+            log.warning(
+                "execution %s: hand-back after %s failed too (%s); its lease will lapse",
+                lease.group_id,
+                type(cause).__name__,
+                exc,
+            )
+
+    # -- keeping leases alive -------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        """Renew the leases of long steps, all in one request per beat. Never dies: a
+        failed beat is logged and the next one tries again."""
+        visibility = self.options.visibility
+        while True:
+            await asyncio.sleep(visibility / 4)
+            try:
+                await self._beat(visibility)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("worker %s: heartbeat failed: %s", self.worker_id, exc)
+
+    async def _beat(self, visibility: float) -> None:
+        horizon = self.clock_estimate() + visibility / 2
+        due = [
+            (a, a.lease, a.commits)
+            for a in self.activations
+            if a.held and not a.committing and a.lease.expires_at < horizon
+        ]
+        if not due:
+            return
+        renewed = await self.backend.run(
+            self.backend.flows.extend([lease for _, lease, _ in due], visibility)
+        )
+        for (activation, lease, commits), fresh in zip(due, renewed):
+            if activation.commits != commits or activation.lease.seq != lease.seq:
+                continue  # it committed meanwhile: the commit renewed its lease
+            if fresh is not None:
+                activation.lease = replace(activation.lease, expires_at=fresh.expires_at)
+            else:
+                activation.held = False
+                log.warning(
+                    "execution %s: lease lost during a step; its result will be refused",
+                    activation.execution_id,
+                )
+
+    async def _drain(self) -> None:
+        if not self.tasks:
+            return
+        log.info("worker %s draining %d executions", self.worker_id, len(self.tasks))
+        _done, pending = await asyncio.wait(set(self.tasks), timeout=self.options.drain_timeout)
+        held = [a.lease for a in self.activations if a.held]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)
+        if held:  # steps still running at the deadline: free their executions now
+            with contextlib.suppress(Exception):
+                await self.backend.run(self.backend.flows.release(held))
