@@ -1,0 +1,143 @@
+"""What ``pip install raftflow`` puts on a machine: one top-level package, ``raftflow``.
+
+The wheel is built from this checkout and installed into a fresh virtualenv; the demo and
+a cluster-free workflow then run from a folder holding an application's own ``engine.py``,
+``transports/`` and ``stores.py`` -- the module names a raftflow that installed its three
+folders at the top level would collide with.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import textwrap
+import venv
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+APP = """
+from pydantic import BaseModel
+from raftflow import Engine, current_step
+
+engine = Engine.from_url("sqlite:///app.db")
+
+
+class Order(BaseModel):
+    id: str
+    amount: float
+
+
+@engine.step
+def charge(order_id: str, amount: float) -> str:
+    return f"charged {order_id} {amount} as {current_step().key}"
+
+
+@engine.workflow
+def checkout(order: Order) -> str:
+    return charge(order.id, order.amount)
+
+
+handle = engine.start(checkout, Order(id="o1", amount=9.5), execution_id="e1")
+with engine.running_worker():
+    print(handle.result(timeout=30))
+"""
+
+
+def _run(*args: str | Path, cwd: Path | None = None) -> str:
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, ROOT)
+    _run(sys.executable, "-m", "build", "--sdist", "-o", out, ROOT)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    env = tmp_path_factory.mktemp("venv")
+    venv.create(env, with_pip=True)
+    (wheel,) = dist.glob("raftflow-*.whl")
+    _run(env / "bin" / "pip", "install", "-q", wheel)
+    yield env
+
+
+def test_the_wheel_holds_one_top_level_package_and_the_sql(dist: Path) -> None:
+    (wheel,) = dist.glob("raftflow-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert {n.split("/")[0] for n in names} == {
+        "raftflow",
+        wheel.name.split("-py3")[0] + ".dist-info",
+    }
+    for path in ("raftflow/transports/queue.sql", "raftflow/stores/store.sql", "raftflow/py.typed"):
+        assert path in names
+
+
+def test_the_sdist_holds_the_sources_and_the_sql(dist: Path) -> None:
+    (sdist,) = dist.glob("raftflow-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    for path in (
+        "pyproject.toml",
+        "raftflow/__init__.py",
+        "engine/app.py",
+        "transports/queue.sql",
+        "stores/store.sql",
+    ):
+        assert path in names, path
+
+
+def test_installed_it_adds_only_raftflow_to_site_packages(installed: Path, tmp_path: Path) -> None:
+    (site,) = installed.glob("lib/python*/site-packages")
+    (info,) = site.glob("raftflow-*.dist-info")
+    tops = {line.split("/")[0].split(",")[0] for line in (info / "RECORD").read_text().splitlines()}
+    assert tops - {".."} == {"raftflow", info.name}  # ".." is the raftflow script in bin/
+    # Away from this checkout, whose raftflow/ folder would shadow the installed package.
+    version = _run(installed / "bin" / "raftflow", "--version", cwd=tmp_path).strip()
+    script = "import raftflow; print(raftflow.__version__)"
+    meta = _run(installed / "bin" / "python", "-c", script, cwd=tmp_path)
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert version == f"raftflow {expected}" and meta.strip() == expected
+
+
+def test_an_app_with_its_own_engine_transports_and_stores_runs(
+    installed: Path, tmp_path: Path
+) -> None:
+    app = tmp_path / "shop"
+    (app / "transports").mkdir(parents=True)
+    trap = 'raise RuntimeError("the application\'s own {} was imported by raftflow")\n'
+    (app / "engine.py").write_text(trap.format("engine.py"))
+    (app / "transports" / "__init__.py").write_text(trap.format("transports/"))
+    (app / "stores.py").write_text(trap.format("stores.py"))
+    (app / "app.py").write_text(textwrap.dedent(APP))
+    python = installed / "bin" / "python"
+    assert _run(python, "app.py", cwd=app).strip() == "charged o1 9.5 as e1/0"
+    demo = _run(installed / "bin" / "raftflow", "demo", "--executions", "3", cwd=app)
+    assert "3 executions, 12 steps, all succeeded" in demo
+
+
+def test_the_package_list_covers_every_package_folder() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = config["package-dir"]
+    listed = set(config["packages"])
+    found = set()
+    for name, folder in mapping.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *relative)))
+    assert found == listed
