@@ -18,7 +18,7 @@ $(INSTALLED): pyproject.toml
 	touch $(INSTALLED)
 
 $(RQLITED): $(INSTALLED)
-	$(BIN)/python -m raftflow.transports.rqlite.runtime install
+	$(BIN)/raftflow install-rqlite
 
 demo: setup  ## the checkout demo on a local SQLite file (one process)
 	$(BIN)/raftflow demo

@@ -112,7 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_on_cluster(executions: int, workers: int) -> int:
     from raftflow.engine import demo
-    from raftflow.transports.rqlite.cluster import LocalCluster
+    from raftflow.transports.rqlite.local import LocalCluster
 
     print(f"raftflow demo: starting a local 3-node rqlite cluster and {workers} workers")
     with LocalCluster(3) as cluster:
@@ -177,7 +177,7 @@ def _print_receipts(
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from raftflow.transports.rqlite import cluster
+    from raftflow.transports.rqlite.local import cli as cluster
 
     argv = ["--nodes", str(args.nodes)]
     if args.base_dir:
@@ -186,7 +186,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_install_rqlite(args: argparse.Namespace) -> int:
-    from raftflow.transports.rqlite import runtime
+    from raftflow.transports.rqlite.local import install as runtime
 
     path = runtime.install_rqlite()
     print(path)

@@ -28,7 +28,7 @@ from raftflow.transports.errors import (
     StatementError,
 )
 from raftflow.transports.queue import QUERIES
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.protocol import encode
 from raftflow.transports.sqlite import SqliteTransport
 

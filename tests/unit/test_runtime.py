@@ -10,8 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from raftflow.transports.rqlite import runtime
-from raftflow.transports.rqlite.runtime import (
+from raftflow.transports.rqlite.local import install as runtime
+from raftflow.transports.rqlite.local.install import (
     RqliteInstallError,
     RqliteNotFoundError,
     find_rqlited,
@@ -44,7 +44,7 @@ def test_nothing_found_says_how_to_install(clean_env: Path) -> None:
     with pytest.raises(RqliteNotFoundError) as info:
         find_rqlited()
     message = str(info.value)
-    assert "python -m raftflow.transports.rqlite.runtime install" in message
+    assert "python -m raftflow.transports.rqlite.local.install install" in message
     assert "make rqlite" in message
     assert "RQLITED" in message
     assert isinstance(info.value, FileNotFoundError)
@@ -86,7 +86,7 @@ def test_non_executable_files_are_skipped(clean_env: Path) -> None:
 
 def test_default_install_dir_is_repo_dot_rqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAFTFLOW_RQLITE_DIR", raising=False)
-    repo = Path(runtime.__file__).resolve().parents[2]
+    repo = Path(runtime.__file__).resolve().parents[3]
     assert (repo / "transports").is_dir()
     assert runtime.default_install_dir() == repo / ".rqlite"
 
@@ -141,7 +141,8 @@ class TestInstallOffline:
 
 
 def test_runtime_runs_as_a_plain_script_with_the_stdlib_only(clean_env: Path) -> None:
-    """`python transports/rqlite/runtime.py` runs before `pip install` (-I -S: no site-packages)."""
+    """`python transports/rqlite/local/install.py` runs before `pip install` (-I -S: no
+    site-packages)."""
     installed = fake_binary(clean_env / "install" / "bin")
     result = subprocess.run(
         [sys.executable, "-I", "-S", runtime.__file__, "path"],

