@@ -186,9 +186,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_install_rqlite(args: argparse.Namespace) -> int:
-    from raftflow.transports.rqlite.local import install as runtime
+    from raftflow.transports.rqlite.local import install_rqlite
 
-    path = runtime.install_rqlite()
+    path = install_rqlite(args.dest)
     print(path)
     return 0
 
@@ -243,7 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--base-dir")
     cluster.set_defaults(run=cmd_cluster)
 
-    install = commands.add_parser("install-rqlite", help="install rqlited into .rqlite/")
+    install = commands.add_parser("install-rqlite", help="install rqlited 8.26.8, print its path")
+    install.add_argument(
+        "--dest",
+        help="install folder; binaries go to DEST/bin (default: $RAFTFLOW_RQLITE_DIR or "
+        "~/.cache/raftflow/rqlite-8.26.8)",
+    )
     install.set_defaults(run=cmd_install_rqlite)
     return parser
 
