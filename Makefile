@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 RQLITED := .rqlite/bin/rqlited
 
+# Where the harness installs and looks for rqlited (its default is the per-user cache): the
+# checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
+export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
+
 .PHONY: setup rqlite demo demo-cluster test test-fast lint bench bench-smoke cluster clean
 
 setup: $(INSTALLED) $(RQLITED)
@@ -18,7 +22,7 @@ $(INSTALLED): pyproject.toml
 	touch $(INSTALLED)
 
 $(RQLITED): $(INSTALLED)
-	$(BIN)/python -m raftflow.transports.rqlite.runtime install
+	$(BIN)/raftflow install-rqlite --dest .rqlite
 
 demo: setup  ## the checkout demo on a local SQLite file (one process)
 	$(BIN)/raftflow demo

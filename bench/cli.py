@@ -192,8 +192,7 @@ def phase_count(settings: Settings) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = settings_from(args)
-    from raftflow.transports.rqlite.cluster import LocalCluster
-    from raftflow.transports.rqlite.runtime import RQLITE_VERSION
+    from raftflow.transports.rqlite.local import RQLITE_VERSION, LocalCluster
 
     progress = Progress(phase_count(settings))
     tally = Tally()

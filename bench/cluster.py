@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from raftflow.transports.rqlite.cluster import LocalCluster, Node
+from raftflow.transports.rqlite.local import LocalCluster, Node
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_on_cluster(executions: int, workers: int) -> int:
     from raftflow.engine import demo
-    from raftflow.transports.rqlite.cluster import LocalCluster
+    from raftflow.transports.rqlite.local import LocalCluster
 
     print(f"raftflow demo: starting a local 3-node rqlite cluster and {workers} workers")
     with LocalCluster(3) as cluster:
@@ -177,7 +177,7 @@ def _print_receipts(
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from raftflow.transports.rqlite import cluster
+    from raftflow.transports.rqlite.local import cli as cluster
 
     argv = ["--nodes", str(args.nodes)]
     if args.base_dir:
@@ -186,9 +186,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_install_rqlite(args: argparse.Namespace) -> int:
-    from raftflow.transports.rqlite import runtime
+    from raftflow.transports.rqlite.local import install_rqlite
 
-    path = runtime.install_rqlite()
+    path = install_rqlite(args.dest)
     print(path)
     return 0
 
@@ -258,7 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--base-dir")
     cluster.set_defaults(run=cmd_cluster)
 
-    install = commands.add_parser("install-rqlite", help="install rqlited into .rqlite/")
+    install = commands.add_parser("install-rqlite", help="install rqlited 8.26.8, print its path")
+    install.add_argument(
+        "--dest",
+        help="install folder; binaries go to DEST/bin (default: $RAFTFLOW_RQLITE_DIR or "
+        "~/.cache/raftflow/rqlite-8.26.8)",
+    )
     install.set_defaults(run=cmd_install_rqlite)
     return parser
 

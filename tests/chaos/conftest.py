@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.chaos.scenario import Options, Scenario
 from tests.support import clear_tables

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Literal
 
-from raftflow.transports.rqlite.cluster import pick_free_ports
+from raftflow.transports.rqlite.local import pick_free_ports
 
 HOST = "127.0.0.1"
 Mode = Literal["pass", "refuse", "blackhole"]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.chaos.netcut import ProxySet
 from tests.chaos.scenario import Options, Scenario

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from raftflow.engine import Engine
 from raftflow.engine.errors import ExecutionNotFoundError, RaftflowError, UnavailableError
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 pytestmark = pytest.mark.chaos
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 
 import pytest
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.chaos.scenario import Options, Scenario, wait_for
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.support import LoopThread, SyncView, clear_tables
 

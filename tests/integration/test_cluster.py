@@ -18,8 +18,14 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from raftflow.transports.rqlite import cluster as cluster_mod
-from raftflow.transports.rqlite.cluster import ClusterError, LocalCluster, Node, NodeExitedError
+from raftflow.transports.rqlite.local import (
+    ClusterError,
+    LocalCluster,
+    Node,
+    NodeExitedError,
+    started_pids,
+)
+from raftflow.transports.rqlite.local import cluster as cluster_mod
 
 Factory = Callable[..., LocalCluster]
 
@@ -162,13 +168,13 @@ def test_stop_leaves_no_process_and_no_temp_dir(rqlite_cluster_factory: Factory)
     pids = [n.pid for n in cluster.nodes if n.pid is not None]
     root = cluster.root
     assert len(pids) == 3 and root is not None and root.exists()
-    assert set(pids) <= set(cluster_mod.started_pids())
+    assert set(pids) <= set(started_pids())
     paused = cluster.nodes[1]
     cluster.pause(paused)  # a SIGSTOPped node must be stopped too
     cluster.stop()
     assert_all_dead(pids)
     assert not root.exists()
-    assert not set(pids) & set(cluster_mod.started_pids())
+    assert not set(pids) & set(started_pids())
     cluster.stop()  # idempotent
 
 
@@ -266,12 +272,12 @@ def test_auth_and_tls(rqlite_cluster_factory: Factory, tmp_path: Path) -> None:
 def test_cli_runs_until_sigterm_and_cleans_up(rqlited_path: Path) -> None:
     env = {**os.environ, "RQLITED": str(rqlited_path)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "raftflow.transports.rqlite.cluster", "--nodes", "3"],
+        [sys.executable, "-m", "raftflow.transports.rqlite.local", "--nodes", "3"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=Path(cluster_mod.__file__).resolve().parents[2],
+        cwd=Path(cluster_mod.__file__).resolve().parents[4],
     )
     try:
         assert process.stdout is not None

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine, Status
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.apps import ordering
 from tests.apps.ordering import Spec, assert_serial, runs_by_execution

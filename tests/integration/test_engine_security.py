@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 from raftflow.engine import Engine
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.apps import ordering
 from tests.apps.ordering import Spec

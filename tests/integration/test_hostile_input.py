@@ -17,7 +17,7 @@ from raftflow.stores.base import Status
 from raftflow.transports.errors import InvalidArgumentError, PayloadTooLargeError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.rqlite import RqliteTransport
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.support import clear_tables
 

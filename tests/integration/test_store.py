@@ -9,7 +9,7 @@ import pytest
 from raftflow.stores.base import Status
 from raftflow.stores.rqlite import AsyncRqliteStore, RqliteStore
 from raftflow.transports.errors import InvalidArgumentError
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.support import LoopThread, SyncView
 

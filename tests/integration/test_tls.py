@@ -15,7 +15,7 @@ import trustme
 from raftflow.engine import Engine
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.support import LoopThread, SyncView
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from raftflow.transports.base import QueueStats
 from raftflow.transports.rqlite import RqliteTransport
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.support import wait_until
 

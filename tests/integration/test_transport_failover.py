@@ -22,7 +22,7 @@ import pytest
 from raftflow.transports.base import QueueStats
 from raftflow.transports.errors import LeaseError, LeaseLostError, UnavailableError
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
-from raftflow.transports.rqlite.cluster import LocalCluster, pick_free_ports
+from raftflow.transports.rqlite.local import LocalCluster, pick_free_ports
 
 from tests.integration.lossy_proxy import LossyProxy
 from tests.support import LoopThread, SyncView, wait_until

