@@ -14,12 +14,12 @@ from typing import Any
 
 
 def _database(cache: int) -> sqlite3.Connection:
-    from raftflow.stores.flows import QUERIES as STORE
-    from raftflow.transports.queue import QUERIES as QUEUE
+    from raftflow.transports.schema import MIGRATIONS
 
     db = sqlite3.connect(":memory:", isolation_level=None, cached_statements=cache)
-    for statement in QUEUE.schema() + STORE.schema():
-        db.execute(statement.sql)
+    for migration in MIGRATIONS:
+        for statement in migration.statements:
+            db.execute(statement.sql)
     return db
 
 

@@ -48,6 +48,10 @@ class Engine:
     engine connects on first use, so a module can define ``engine = Engine()`` and a
     worker can still point it elsewhere (``engine.connect(url)``). ``max_payload_bytes``
     bounds every JSON payload it stores: inputs, step results, outputs.
+
+    On connect the database's schema version is checked: an empty database is initialized,
+    an older one is migrated only with ``auto_migrate`` (default: yes for SQLite, no for
+    rqlite, where an operator runs ``raftflow migrate`` first), a newer one is refused.
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class Engine:
         *,
         url: str | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        auto_migrate: bool | None = None,
         **options: Any,
     ) -> None:
         if (
@@ -68,16 +73,24 @@ class Engine:
         self.hooks: list[Hooks] = []
         self._url = url
         self._options = options
+        self.auto_migrate = auto_migrate
         self._lock = threading.Lock()
         self._backend: Backend | None = None
 
     @classmethod
     def from_url(
-        cls, url: str = DEFAULT_URL, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
+        cls,
+        url: str = DEFAULT_URL,
+        *,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        auto_migrate: bool | None = None,
+        **options: Any,
     ) -> Engine:
         """An engine connected now to ``url``; ``options`` go to the rqlite connection
         (``verify``, ``timeout``, ``retry_timeout``, ``connect_timeout``, ``http``)."""
-        engine = cls(url=url, max_payload_bytes=max_payload_bytes, **options)
+        engine = cls(
+            url=url, max_payload_bytes=max_payload_bytes, auto_migrate=auto_migrate, **options
+        )
         _ = engine.backend
         return engine
 
@@ -85,7 +98,9 @@ class Engine:
 
     def connect(self, url: str, **options: Any) -> None:
         """Point this engine at ``url`` (closing the backend it had opened)."""
-        backend = open_backend(url, max_payload_bytes=self.max_payload_bytes, **options)
+        backend = open_backend(
+            url, max_payload_bytes=self.max_payload_bytes, auto_migrate=self.auto_migrate, **options
+        )
         with self._lock:
             old, self._backend = self._backend, backend
             self._url, self._options = url, options
@@ -100,6 +115,7 @@ class Engine:
                 self._backend = open_backend(
                     self._url or DEFAULT_URL,
                     max_payload_bytes=self.max_payload_bytes,
+                    auto_migrate=self.auto_migrate,
                     **self._options,
                 )
             return self._backend

@@ -39,12 +39,12 @@ from typing import Any, TypeVar
 from raftflow.stores.base import ExecutionRecord, Status, StepRecord
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.flows import StoreFlows, execution_from_row, step_from_row
-from raftflow.stores.schema import create_schema
 from raftflow.transports.base import Lease
 from raftflow.transports.database import AsyncDatabase, Database, open_database
 from raftflow.transports.flow import Flow, Request, Response, Statement
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
+from raftflow.transports.schema import ensure
 
 T = TypeVar("T")
 
@@ -266,9 +266,10 @@ class Backend:
     def run(self, flow: Flow[T]) -> T:
         return self.database.run(flow)
 
-    def create_schema(self) -> None:
-        """Create whatever is missing of the queue's and the store's schema."""
-        self.database.run(create_schema())
+    def prepare(self, auto_migrate: bool | None = None) -> None:
+        """Make sure the database runs this code's schema (:func:`~raftflow.transports.
+        schema.ensure`); ``auto_migrate`` None: migrate a SQLite file, not rqlite."""
+        self.database.run(ensure(self.database.embedded if auto_migrate is None else auto_migrate))
 
     def to_async(self) -> AsyncBackend:
         """The async twin for a worker's event loop: a new async connection to the same
@@ -297,13 +298,18 @@ class AsyncBackend:
 
 
 def open_backend(
-    url: str | Sequence[str], *, max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
+    url: str | Sequence[str],
+    *,
+    max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+    auto_migrate: bool | None = None,
+    **options: Any,
 ) -> Backend:
     """The engine's backend on ``url`` (``http(s)://`` rqlite, ``sqlite:///path``), its
-    schema created; ``options`` go to the rqlite connection (``verify``, ``timeout``...)."""
+    schema checked (:meth:`Backend.prepare`); ``options`` go to the rqlite connection
+    (``verify``, ``timeout``...)."""
     backend = Backend(open_database(url, **options), max_payload_bytes=max_payload_bytes)
     try:
-        backend.create_schema()
+        backend.prepare(auto_migrate)
     except BaseException:
         backend.close()
         raise

@@ -88,6 +88,37 @@ def cmd_executions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from raftflow.transports import schema
+    from raftflow.transports.database import open_database
+
+    if not args.url:
+        raise ConfigurationError("migrate needs --url (or RAFTFLOW_URL)")
+    database = open_database(args.url, **_rqlite_options(args))
+    try:
+        state = database.run(schema.read_state())
+        described = "empty" if state.empty else f"version {state.version}"
+        print(f"database schema: {described}; this raftflow runs version {schema.LATEST}")
+        target = schema.LATEST if args.to is None else args.to
+        pending = schema.MIGRATIONS[state.version : target]
+        if args.dry_run:
+            for migration in pending:
+                print(f"-- migration {migration.version}: {migration.name}")
+                print(migration.sql())
+            print(f"dry run: {len(pending)} migration(s) would be applied" if pending else "")
+            return 0
+        applied = database.run(schema.migrate(target, state=state))
+        for migration in applied:
+            print(f"applied migration {migration.version}: {migration.name}")
+        final = database.run(schema.read_state())
+        skipped = len(pending) - len(applied)
+        others = f" ({skipped} applied by another migrator)" if skipped else ""
+        print(f"database schema: version {final.version}{others}")
+    finally:
+        database.close()
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from raftflow.engine import demo
 
@@ -241,6 +272,17 @@ def build_parser() -> argparse.ArgumentParser:
     executions.add_argument("--status")
     executions.add_argument("--limit", type=int, default=50)
     executions.set_defaults(run=cmd_executions)
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="apply pending schema migrations (each one transaction: all or nothing)",
+        description="Bring the database's schema to this raftflow's version. Safe to run "
+        "from several places at once: each migration is applied exactly once.",
+    )
+    _connection_options(migrate)
+    migrate.add_argument("--dry-run", action="store_true", help="print the SQL, apply nothing")
+    migrate.add_argument("--to", type=int, help="stop at this version (default: the latest)")
+    migrate.set_defaults(run=cmd_migrate)
 
     demo = commands.add_parser("demo", help="run the checkout demo")
     demo.add_argument("--url", help="backend URL (default: a temporary SQLite file)")

@@ -5,6 +5,9 @@ RaftflowError
 │   ├── PayloadTooLargeError             a JSON payload over the size limit
 │   └── InputValidationError             workflow input fails its annotation
 ├── ConfigurationError                  a URL or an option that cannot work
+│   └── SchemaError                     the database's schema is not this code's
+│       ├── SchemaOutdatedError         older: run `raftflow migrate` (or auto_migrate)
+│       └── SchemaTooNewError           newer: upgrade raftflow, never downgrade
 ├── DatabaseError                       the backend failed a request
 │   ├── UnavailableError                no node / no leader within the retry budget
 │   ├── AuthenticationError             rqlite answered 401
@@ -42,6 +45,7 @@ from raftflow.transports.errors import (
     StatementError,
     UnavailableError,
 )
+from raftflow.transports.schema import SchemaError, SchemaOutdatedError, SchemaTooNewError
 
 __all__ = [
     "AuthenticationError",
@@ -59,6 +63,9 @@ __all__ = [
     "ProtocolError",
     "RaftflowError",
     "ResultTimeoutError",
+    "SchemaError",
+    "SchemaOutdatedError",
+    "SchemaTooNewError",
     "StatementError",
     "StepError",
     "StoreError",

@@ -43,13 +43,6 @@ class StoreFlows:
         self.clock = clock
         self.max_payload_bytes = max_payload_bytes
 
-    def create_schema(self) -> Flow[None]:
-        """The database's whole schema (:mod:`raftflow.stores.schema`): the store's commits
-        write the queue's tables, so the store needs both."""
-        from raftflow.stores.schema import create_schema  # it reads this module's SQL
-
-        yield from create_schema()
-
     def start(
         self, execution_id: str, workflow: str, input: Any, priority: int, event: Any
     ) -> Flow[StartOutcome]:

@@ -23,6 +23,7 @@ from raftflow.transports.database import (
 )
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.schema import ensure
 from typing_extensions import Unpack
 
 S = TypeVar("S", bound="SqlStore")
@@ -86,9 +87,10 @@ class SqlStore(_Store[Database]):
                 raise
         return store
 
-    def create_schema(self) -> None:
-        """Create the store's tables (and the queue's, which its commits write)."""
-        self.database.run(self.flows.create_schema())
+    def create_schema(self, auto_migrate: bool | None = None) -> None:
+        """Create the schema, or migrate it to this code's version (:mod:`~raftflow.
+        transports.schema`: an older rqlite database is refused unless ``auto_migrate``)."""
+        self.database.run(ensure(self.database.embedded if auto_migrate is None else auto_migrate))
 
     def start(
         self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
@@ -146,9 +148,10 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
                 raise
         return store
 
-    async def create_schema(self) -> None:
-        """Create the store's tables (and the queue's, which its commits write)."""
-        await self.database.run(self.flows.create_schema())
+    async def create_schema(self, auto_migrate: bool | None = None) -> None:
+        """Create or migrate the schema, as :meth:`SqlStore.create_schema` does."""
+        auto = self.database.embedded if auto_migrate is None else auto_migrate
+        await self.database.run(ensure(auto))
 
     async def start(
         self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0

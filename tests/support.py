@@ -8,8 +8,29 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from raftflow.transports.database import Database
+from raftflow.transports.flow import Flow, Request, Statement
 
 TABLES = ("messages", "groups", "message_keys", "executions", "steps")
+
+
+def rows(database: Database, sql: str, *params: object) -> list[dict[str, Any]]:
+    """The rows of one read (strong: right after a restart a weak one can be stale)."""
+
+    def flow() -> Flow[list[dict[str, Any]]]:
+        response = yield Request((Statement("test.read", sql, params),), level="strong")
+        return response.raise_for_errors()[0].dicts()
+
+    return database.run(flow())
+
+
+def execute(database: Database, *statements: Statement, transaction: bool = True) -> None:
+    """Send ``statements`` as one request; raise on any error."""
+
+    def flow() -> Flow[None]:
+        (yield Request(statements, transaction=transaction)).raise_for_errors()
+
+    database.run(flow())
 
 
 class LoopThread:

@@ -1,8 +1,8 @@
 """Named SQL statements loaded from ``.sql`` files (procrastinate's ``queries.sql`` shape).
 
 A file is a sequence of blocks, each opened by a ``-- name: <name>`` line and holding one
-statement. Blocks named ``schema.*`` form the schema, applied in file order; blocks named
-``fragment.*`` are pieces of SQL that other blocks include as ``{{fragment.name}}``.
+statement; blocks named ``fragment.*`` are pieces of SQL that other blocks include as
+``{{fragment.name}}``. The schema's files (``transports/migrations/``) have the same form.
 Whole-line comments are dropped (they document the file, not the request); so is the
 trailing ``;``.
 """
@@ -39,13 +39,16 @@ class Catalogue:
             f"{self.prefix}.{name}.plan", "EXPLAIN QUERY PLAN " + self.queries[name], params
         )
 
-    def schema(self) -> tuple[Statement, ...]:
-        return tuple(self(name) for name in self.queries if name.startswith("schema."))
-
 
 def load(package: str, filename: str, prefix: str) -> Catalogue:
     """Load ``filename`` shipped in ``package``; statement names get ``prefix.``."""
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    queries = parse(text, filename)
+    return Catalogue(prefix, {n: q for n, q in queries.items() if not n.startswith("fragment.")})
+
+
+def parse(text: str, filename: str) -> dict[str, str]:
+    """The named blocks of a ``.sql`` text, in file order, fragments included."""
     parts = _NAME.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2]):
@@ -56,4 +59,4 @@ def load(package: str, filename: str, prefix: str) -> Catalogue:
         queries[name] = sql
     for name, sql in queries.items():
         queries[name] = _INCLUDE.sub(lambda m: queries[m.group(1)], sql)
-    return Catalogue(prefix, {n: q for n, q in queries.items() if not n.startswith("fragment.")})
+    return queries

@@ -62,6 +62,11 @@ class _Database(Generic[C]):
         """Equal for two databases objects that reach the same database."""
         return self.connection.identity
 
+    @property
+    def embedded(self) -> bool:
+        """A local SQLite database (its schema is migrated on connect by default)."""
+        return self.identity.startswith("sqlite:")
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.connection!r}>"
 

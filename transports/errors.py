@@ -14,7 +14,11 @@ Every exception raftflow raises on purpose derives from :class:`RaftflowError`::
     ├── LeaseError                          a Lease that cannot be used (foreign, already settled)
     │   └── LeaseLostError                  the lease lapsed and another worker holds or settled it
     ├── StoreError                          (stores.errors) executions and step records
-    └── WorkflowError                       (engine.errors) what a workflow run raises
+    ├── WorkflowError                       (engine.errors) what a workflow run raises
+    └── ClusterError, RqliteInstallError    (transports.rqlite.local) the local-cluster
+                                            harness: a cluster that did not come up, an
+                                            install that failed (RqliteNotFoundError is a
+                                            ConfigurationError)
 
 ``raftflow.engine.errors`` re-exports the whole tree.
 """

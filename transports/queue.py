@@ -93,12 +93,6 @@ class QueueFlows:
         self._lock = threading.Lock()
         self._keys_forgotten_at = 0.0
 
-    # -- schema ---------------------------------------------------------------------------
-
-    def create_schema(self) -> Flow[None]:
-        response = yield Request(QUERIES.schema(), transaction=True)
-        response.raise_for_errors()
-
     # -- publish --------------------------------------------------------------------------
 
     def publish(

@@ -23,6 +23,7 @@ from raftflow.transports.database import (
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
+from raftflow.transports.schema import ensure
 from typing_extensions import Unpack
 
 S = TypeVar("S", bound="SqlTransport")
@@ -97,9 +98,10 @@ class SqlTransport(_Queue[Database]):
                 raise
         return transport
 
-    def create_schema(self) -> None:
-        """Create the queue's tables, indexes and triggers if they do not exist."""
-        self.database.run(self.flows.create_schema())
+    def create_schema(self, auto_migrate: bool | None = None) -> None:
+        """Create the schema, or migrate it to this code's version (:mod:`~raftflow.
+        transports.schema`: an older rqlite database is refused unless ``auto_migrate``)."""
+        self.database.run(ensure(self.database.embedded if auto_migrate is None else auto_migrate))
 
     def publish(
         self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
@@ -186,9 +188,10 @@ class AsyncSqlTransport(_Queue[AsyncDatabase]):
                 raise
         return transport
 
-    async def create_schema(self) -> None:
-        """Create the queue's tables, indexes and triggers if they do not exist."""
-        await self.database.run(self.flows.create_schema())
+    async def create_schema(self, auto_migrate: bool | None = None) -> None:
+        """Create or migrate the schema, as :meth:`SqlTransport.create_schema` does."""
+        auto = self.database.embedded if auto_migrate is None else auto_migrate
+        await self.database.run(ensure(auto))
 
     async def publish(
         self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.stores.flows import QUERIES as STORE_QUERIES
-from raftflow.transports.queue import QUERIES as QUEUE_QUERIES
+from raftflow.transports.schema import MIGRATIONS
 
 from tests.apps.ordering import Spec
 from tests.chaos import invariants
@@ -30,8 +29,9 @@ class SqliteDb:
     def __init__(self) -> None:
         self.conn = sqlite3.connect(":memory:")
         self.conn.row_factory = sqlite3.Row
-        for statement in QUEUE_QUERIES.schema() + STORE_QUERIES.schema():
-            self.conn.execute(statement.sql)
+        for migration in MIGRATIONS:
+            for statement in migration.statements:
+                self.conn.execute(statement.sql)
 
     def query(self, sql: str, *params: Any, level: str = "strong") -> list[dict[str, Any]]:
         return [dict(row) for row in self.conn.execute(sql, params)]

@@ -11,6 +11,7 @@ import pytest
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.transports.catalogue import Catalogue
 from raftflow.transports.queue import QUERIES as QUEUE
+from raftflow.transports.schema import MIGRATIONS
 
 TABLES = ("messages", "groups", "executions", "steps", "message_keys")
 HOT_PATH = [
@@ -80,8 +81,9 @@ PARAMS = {
 @pytest.fixture(scope="module")
 def db() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:")
-    for statement in QUEUE.schema() + STORE.schema():
-        connection.execute(statement.sql)
+    for migration in MIGRATIONS:
+        for statement in migration.statements:
+            connection.execute(statement.sql)
     return connection
 
 
