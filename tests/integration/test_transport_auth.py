@@ -123,9 +123,8 @@ def test_a_read_only_user_can_connect_and_read_but_not_publish_or_claim(
 ) -> None:
     admin.publish("g", 1)
     reader_url = url_of(auth_node.url, "reader", READER_PASSWORD)
-    with pytest.raises(AuthenticationError):
-        connect(reader_url)  # creating the schema needs the execute permission
-    reader = connect(reader_url, create_schema=False)
+    # The schema is up to date: checking its version is a read, which a reader may do.
+    reader = connect(reader_url)
     assert reader.stats() == QueueStats(messages=1, leased=0, parked=0, groups=1)
     assert reader.claimable() is True
     for label, call in {

@@ -29,6 +29,7 @@ from raftflow.transports.errors import (
 )
 from raftflow.transports.flow import Request, Statement
 from raftflow.transports.queue import QUERIES
+from raftflow.transports.schema import MIGRATIONS
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.protocol import encode
 
@@ -482,8 +483,8 @@ def test_a_failing_statement_raises_statement_error_naming_it(
             transport.publish("g", 2)
         with pytest.raises(StatementError) as claim_error:
             transport.claim("w", visibility=30)
-    finally:
-        transport.create_schema()
+    finally:  # put the table back: migration 1 is idempotent (the version says 1 already)
+        execute(cluster, [[statement.sql] for statement in MIGRATIONS[0].statements])
     assert publish_error.value.statement == "queue.publish"
     assert "queue.publish" in str(publish_error.value)
     assert "groups" in publish_error.value.error
