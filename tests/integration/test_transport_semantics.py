@@ -29,9 +29,9 @@ from raftflow.transports.errors import (
 )
 from raftflow.transports.flow import Request, Statement
 from raftflow.transports.queue import QUERIES
-from raftflow.transports.schema import MIGRATIONS
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.protocol import encode
+from raftflow.transports.schema import MIGRATIONS
 
 from tests.support import wait_until
 
