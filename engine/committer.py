@@ -70,9 +70,12 @@ class Committer:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
-            return
+        else:
+            for (_, future), outcome in zip(batch, outcomes):
+                if not future.done():
+                    future.set_result(outcome)
         finally:
+            # After the outcomes: the executions they wake are scheduled before the next
+            # batch is taken, so their next commits join it (a release first halves the
+            # batches: measured, 7.7 commits per request instead of 12.8).
             self._slots.release()
-        for (_, future), outcome in zip(batch, outcomes):
-            if not future.done():
-                future.set_result(outcome)
