@@ -13,17 +13,24 @@ from raftflow.engine.app import Engine
 from raftflow.engine.backend import Backend, open_backend
 from raftflow.engine.context import StepInfo, current_step
 from raftflow.engine.errors import (
+    ConfigurationError,
+    DatabaseError,
     ExecutionConflictError,
+    ExecutionFinishedError,
     ExecutionNotFoundError,
     InputValidationError,
+    InvalidArgumentError,
     NonDeterminismError,
     NotInWorkflowError,
+    PayloadTooLargeError,
     RaftflowError,
     ResultTimeoutError,
     SchemaError,
     SchemaOutdatedError,
     SchemaTooNewError,
     StepError,
+    StepTimeoutError,
+    UnavailableError,
     UnknownWorkflowError,
     WorkflowCancelledError,
     WorkflowError,
@@ -31,22 +38,30 @@ from raftflow.engine.errors import (
 )
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
+from raftflow.engine.retry import Retry
 from raftflow.engine.worker import Worker, WorkerOptions
-from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.base import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 
 __all__ = [
+    "AttemptRecord",
     "Backend",
+    "ConfigurationError",
+    "DatabaseError",
     "Engine",
     "ErrorInfo",
     "ExecutionConflictError",
+    "ExecutionFinishedError",
     "ExecutionNotFoundError",
     "ExecutionRecord",
     "Hooks",
     "InputValidationError",
+    "InvalidArgumentError",
     "NonDeterminismError",
     "NotInWorkflowError",
+    "PayloadTooLargeError",
     "RaftflowError",
     "ResultTimeoutError",
+    "Retry",
     "SchemaError",
     "SchemaOutdatedError",
     "SchemaTooNewError",
@@ -54,6 +69,8 @@ __all__ = [
     "StepError",
     "StepInfo",
     "StepRecord",
+    "StepTimeoutError",
+    "UnavailableError",
     "UnknownWorkflowError",
     "Worker",
     "WorkerOptions",

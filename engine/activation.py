@@ -23,11 +23,11 @@ import logging
 import traceback
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-from raftflow.engine.backend import Commit, CommitOutcome
+from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal
 from raftflow.engine.errors import (
     InputValidationError,
     NonDeterminismError,
@@ -35,19 +35,24 @@ from raftflow.engine.errors import (
     WorkflowError,
 )
 from raftflow.engine.events import RUN_TEXT
-from raftflow.engine.registry import Codec, StepDef, WorkflowDef
-from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
-from raftflow.transports.base import Lease
+from raftflow.engine.registry import Codec, Registry, StepDef, WorkflowDef
+from raftflow.stores.base import AttemptRecord, ErrorInfo, Status, StepRecord
 from raftflow.transports.errors import InvalidArgumentError, RaftflowError
 from raftflow.transports.payload import from_json, to_json
 
 if TYPE_CHECKING:
     from raftflow.engine.hooks import HookChain
+    from raftflow.stores.flows import StoreFlows
+    from raftflow.transports.flow import Flow
+
+T = TypeVar("T")
 
 log = logging.getLogger("raftflow.worker")
 
 #: Longest traceback kept with an error (the tail is kept: it names the failing line).
 MAX_TRACEBACK_CHARS = 16_000
+#: Longest error message kept (a huge one must not make the record itself too large).
+MAX_MESSAGE_CHARS = 16_000
 
 
 class Host(Protocol):
@@ -57,8 +62,12 @@ class Host(Protocol):
     worker_id: str
     max_payload_bytes: int
     hooks: HookChain
+    store: StoreFlows
+    registry: Registry
 
     async def commit(self, commit: Commit) -> CommitOutcome: ...
+
+    async def run_flow(self, flow: Flow[T]) -> T: ...
 
     def clock_estimate(self) -> float: ...
 
@@ -74,39 +83,39 @@ class Unwind(BaseException):
 
 @dataclass(frozen=True, slots=True)
 class Staged:
-    """A step that ran and is not committed yet: its record and its JSON."""
+    """A call's record that is not committed yet, as the commit will write it."""
 
     record: StepRecord
     output: str | None
     error: str | None
+    attempt: str | None = None  # a failed attempt to append to the step's history
+    consume_signal: int | None = None
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return ErrorInfo(
-        type=type(exc).__qualname__, message=str(exc), traceback=text[-MAX_TRACEBACK_CHARS:]
+        type=type(exc).__qualname__,
+        message=str(exc)[:MAX_MESSAGE_CHARS],
+        traceback=text[-MAX_TRACEBACK_CHARS:],
     )
 
 
 class Activation:
-    """The state of one run: the lease, the recorded steps and the position in them."""
+    """The state of one run: the lease, the recorded calls and the position in them."""
 
-    def __init__(
-        self,
-        host: Host,
-        workflow: WorkflowDef,
-        lease: Lease,
-        record: ExecutionRecord,
-        steps: list[StepRecord],
-    ) -> None:
+    def __init__(self, host: Host, workflow: WorkflowDef, claimed: Claimed) -> None:
+        assert claimed.execution is not None
         self.host = host
         self.workflow = workflow
-        self.record = record
-        self.recorded = {step.idx: step for step in steps}
+        self.record = claimed.execution
+        self.recorded = {step.idx: step for step in claimed.steps}
+        self.signals = {signal.seq: signal for signal in claimed.signals}  # unread
+        self.children = dict(claimed.children)
         # The loop's side.
-        self.lease = lease
+        self.lease = claimed.lease
         self.held = True  # this worker holds self.lease
-        self.turn_steps = 0  # steps committed since the claim
+        self.turn_steps = 0  # commits since the claim
         self.committing = False  # a commit is in flight: the heartbeat leaves it alone
         self.commits = 0
         # The workflow code's side.
@@ -125,6 +134,10 @@ class Activation:
     def is_async(self) -> bool:
         return self.workflow.is_async
 
+    def now(self) -> float:
+        """The cluster's time, without I/O (deadlines and wake times are measured on it)."""
+        return self.host.clock_estimate()
+
     def args(self) -> tuple[Any, ...]:
         try:
             return self.workflow.call_args(self.record.input)
@@ -135,24 +148,25 @@ class Activation:
 
     # -- replay ---------------------------------------------------------------------------
 
-    def next_call(self, name: str) -> tuple[int, StepRecord | None]:
-        """The index of the workflow's next call, and its record if it has one."""
+    def next_call(self, kind: str, name: str) -> tuple[int, StepRecord | None]:
+        """The index of the workflow's next call, and its record if it has one. A record
+        of another call than this one is a :class:`NonDeterminismError`."""
         if self.in_step:
             raise WorkflowError(
-                f"execution {self.execution_id!r} called step {name!r} while another step "
-                "was running: steps of one execution run one at a time (await each)"
+                f"execution {self.execution_id!r} called {kind} {name!r} while a step was "
+                "running: the calls of one execution run one at a time (await each)"
             )
         index = self.next_index
         self.next_index += 1
         record = self.recorded.get(index)
-        if record is not None and record.name != name:
+        if record is not None and (record.kind, record.name) != (kind, name):
             self.fatal = NonDeterminismError(
-                f"execution {self.execution_id!r}: step {index} is recorded as "
-                f"{record.name!r} but the workflow now calls {name!r}"
+                f"execution {self.execution_id!r}: call {index} is recorded as "
+                f"{record.kind} {record.name!r} but the workflow now calls {kind} {name!r}"
             )
             raise self.fatal
-        if record is None and not self.held:
-            raise Unwind()  # the turn ended: the next claimer runs this step
+        if (record is None or not record.done) and not self.held:
+            raise Unwind()  # the turn ended: the next claimer runs this call
         return index, record
 
     def result(self, step: StepDef, record: StepRecord, cause: Exception | None = None) -> Any:
@@ -162,31 +176,123 @@ class Activation:
             raise StepError(step.name, _error(record)) from cause
         return step.output.from_json_value(record.output)
 
+    def take_signal(self, topic: str) -> Signal | None:
+        """The oldest unread signal of ``topic`` this run knows of, taken."""
+        for seq in sorted(self.signals):
+            if self.signals[seq].topic == topic:
+                return self.signals.pop(seq)
+        return None
+
+    def deadline_passed(self) -> bool:
+        deadline = self.record.deadline
+        return deadline is not None and self.now() >= deadline
+
     # -- staging --------------------------------------------------------------------------
 
     def stage_step(
-        self, step: StepDef, index: int, started: float, value: Any, exc: Exception | None
+        self,
+        step: StepDef,
+        index: int,
+        started: float,
+        value: Any,
+        exc: Exception | None,
+        *,
+        attempts: int = 1,
+        previous: StepRecord | None = None,
     ) -> StepRecord:
-        """Keep a step's outcome until its commit (with the next call, or the outcome)."""
+        """Keep a step's final outcome until its commit (with the next call, or the
+        outcome): this code is then replayed, so only a crash in between re-runs it."""
         output, exc = self._encode(step.output, value, exc, f"step {step.name!r}")
         error = None if exc is None else to_json(error_info(exc).to_json(), what="step error")
+        return self.stage(
+            index,
+            "step",
+            step.name,
+            "succeeded" if exc is None else "failed",
+            output=output,
+            error=error,
+            started=started if previous is None else previous.started_at,
+            attempts=attempts,
+            history=() if previous is None else previous.history,
+        )
+
+    def stage_retry(
+        self,
+        step: StepDef,
+        index: int,
+        attempt: int,
+        started: float,
+        exc: Exception,
+        wake_at: float,
+        previous: StepRecord | None,
+    ) -> StepRecord:
+        """A failed attempt with another one due at ``wake_at``: recorded as ``retrying``."""
+        info = error_info(exc)
+        entry = AttemptRecord(attempt, info.type, info.message, started, self.now())
+        history = (*(() if previous is None else previous.history), entry)
+        return self.stage(
+            index,
+            "step",
+            step.name,
+            "retrying",
+            error=to_json(info.to_json(), what="step error"),
+            started=started if previous is None else previous.started_at,
+            attempts=attempt,
+            wake_at=wake_at,
+            history=history,
+            attempt=to_json(
+                {
+                    "attempt": attempt,
+                    "type": info.type,
+                    "message": info.message,
+                    "started_at": started,
+                    "ended_at": entry.ended_at,
+                },
+                what="attempt",
+            ),
+        )
+
+    def stage(
+        self,
+        index: int,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        started: float | None = None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+        history: tuple[AttemptRecord, ...] = (),
+        attempt: str | None = None,
+        consume_signal: int | None = None,
+    ) -> StepRecord:
+        """Keep the record of a call (JSON already encoded) until the next commit."""
+        now = self.now()
         record = StepRecord(
             execution_id=self.execution_id,
             idx=index,
-            name=step.name,
-            succeeded=exc is None,
+            name=name,
+            succeeded=status == "succeeded",
             output=None if output is None else from_json(output),
             error=None if error is None else ErrorInfo.from_json(from_json(error)),
-            started_at=started,
-            ended_at=self.host.clock_estimate(),
+            started_at=now if started is None else started,
+            ended_at=now,
             worker_id=self.host.worker_id,
+            kind=kind,
+            status=status,
+            attempts=attempts,
+            wake_at=wake_at,
+            history=history,
         )
-        self.staged = Staged(record, output, error)
+        self.staged = Staged(record, output, error, attempt, consume_signal)
         self.recorded[index] = record
         return record
 
     def take_staged(self, **outcome: Any) -> Commit:
-        """The commit of the staged step, or of ``outcome`` (a status) alone, or both."""
+        """The commit of the staged call and of ``outcome``: a final status, or where the
+        next event goes (kept by the turn, or parked: ``park_until``, ``wake_*``)."""
         staged, self.staged = self.staged, None
         commit = Commit(
             execution_id=self.execution_id,
@@ -195,25 +301,31 @@ class Activation:
             worker_id=self.host.worker_id,
             **outcome,
         )
-        if staged is None:
-            return commit
-        commit = replace(
-            commit,
-            step_idx=staged.record.idx,
-            step_name=staged.record.name,
-            step_succeeded=staged.record.succeeded,
-            step_output=staged.output,
-            step_error=staged.error,
-            step_started_at=staged.record.started_at,
-        )
-        if not outcome:  # the workflow goes on: publish its next event
+        if staged is not None:
+            record = staged.record
+            commit = replace(
+                commit,
+                step_idx=record.idx,
+                step_name=record.name,
+                step_kind=record.kind,
+                step_status=record.status,
+                step_output=staged.output,
+                step_error=staged.error,
+                step_started_at=record.started_at,
+                step_attempts=record.attempts,
+                step_wake_at=record.wake_at,
+                step_attempt=staged.attempt,
+                consume_signal=staged.consume_signal,
+            )
+        if commit.status is None or not commit.status.is_final:  # the run goes on
             commit = replace(
                 commit,
                 status=Status.RUNNING,
                 next_event=RUN_TEXT,
                 next_priority=self.record.priority,
-                next_token=self.lease.token if self.host.keep_turn(self) else None,
             )
+            if commit.park_until is None and self.host.keep_turn(self):
+                commit = replace(commit, next_token=self.lease.token)
         return commit
 
     def final_commit(self, value: Any, exc: Exception | None) -> Commit | None:
@@ -223,9 +335,8 @@ class Activation:
             return None
         if self.fatal is not None:
             exc = self.fatal
-        output, exc = self._encode(
-            self.workflow.output, value, exc, f"workflow {self.workflow.name!r}"
-        )
+        what = f"workflow {self.workflow.name!r}"
+        output, exc = self._encode(self.workflow.output, value, exc, what)
         error = None
         if exc is not None:
             info = error_info(exc)
@@ -234,6 +345,10 @@ class Activation:
             error = to_json(info.to_json(), what="workflow error")
         status = Status.SUCCEEDED if exc is None else Status.FAILED
         return self.take_staged(status=status, output=output, error=error)
+
+    def cancel_commit(self, reason: str) -> Commit:
+        """The commit that ends the run as cancelled (the staged call goes with it)."""
+        return self.take_staged(status=Status.CANCELLED, error=cancelled_error(reason))
 
     def _encode(
         self, codec: Codec, value: Any, exc: Exception | None, what: str
@@ -322,3 +437,8 @@ class Activation:
 
 def _error(record: StepRecord) -> ErrorInfo:
     return record.error or ErrorInfo(type="Error", message="step failed")
+
+
+def cancelled_error(reason: str) -> str:
+    """The stored error of a cancelled execution: why it was cancelled."""
+    return to_json(ErrorInfo("Cancelled", reason).to_json(), what="cancel reason")

@@ -13,9 +13,11 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar, overload
 
+from raftflow.engine import primitives
 from raftflow.engine.backend import Backend, open_backend
 from raftflow.engine.context import current_activation
 from raftflow.engine.drivers import adrive, drive
+from raftflow.engine.durable import DurableCalls
 from raftflow.engine.errors import (
     ConfigurationError,
     ExecutionConflictError,
@@ -25,6 +27,7 @@ from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
+from raftflow.engine.retry import Retry
 from raftflow.engine.steppath import call_step
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ExecutionRecord, Status
@@ -40,7 +43,7 @@ T = TypeVar("T")
 DEFAULT_URL = "sqlite:///raftflow.db"
 
 
-class Engine:
+class Engine(DurableCalls):
     """Durable workflows as Python functions.
 
     ``Engine()`` runs on a local SQLite file (``raftflow.db``), ``Engine.from_url(url)``
@@ -156,16 +159,27 @@ class Engine:
     def workflow(self, fn: F, /) -> F: ...
 
     @overload
-    def workflow(self, fn: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+    def workflow(
+        self, fn: None = None, /, *, name: str | None = None, timeout: float | None = None
+    ) -> Callable[[F], F]: ...
 
-    def workflow(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
+    def workflow(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         """Register a workflow: a sync or async function of one input argument.
 
-        Calling the function directly still runs it as plain Python (steps included).
+        ``timeout`` (seconds): an execution still running that long after its start is
+        cancelled (status ``cancelled``, reason "timeout") at its next step boundary, or
+        at once while it waits. Calling the function directly runs it as plain Python.
         """
 
         def register(fn: F) -> F:
-            definition = WorkflowDef.of(fn, name)
+            definition = WorkflowDef.of(fn, name, timeout=timeout)
             self.registry.add_workflow(definition)
             fn.__raftflow_workflow__ = definition.name  # type: ignore[attr-defined]
             return fn
@@ -176,19 +190,38 @@ class Engine:
     def step(self, fn: F, /) -> F: ...
 
     @overload
-    def step(self, fn: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+    def step(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]: ...
 
-    def step(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
+    def step(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         """Register a step: its result is checkpointed, so it runs once per execution
         (at least once: again only if a worker dies before recording it).
 
         Inside a workflow a step call returns the recorded result when there is one. In an
         async workflow, await every step (a sync step then runs in a thread). Outside a
-        workflow, or inside another step, a step is a plain function call.
+        workflow, or inside another step, a step is a plain function call. ``retry``: run
+        it again after a failure (:class:`~raftflow.engine.retry.Retry`); ``timeout``: an
+        attempt running longer fails with :class:`StepTimeoutError` (an async step is
+        cancelled; a sync step's thread cannot be, and its late result is dropped).
         """
 
         def register(fn: F) -> F:
-            definition = StepDef.of(fn, name)
+            definition = StepDef.of(fn, name, retry=retry, timeout=timeout)
             self.registry.add_step(definition)
             return _step_wrapper(fn, definition)  # type: ignore[return-value]
 
@@ -241,12 +274,26 @@ class Engine:
         exists is returned as it is (``handle.created`` is False). ``priority`` (0-4) is
         the queue priority; workers with ``min_priority`` only take executions at or above.
         One request: the execution's record and its first event are written atomically.
+
+        Inside a workflow this starts a *child*, recorded like a step (its id is
+        ``"<parent id>/<call index>"`` unless given): ``handle.result()`` there waits for
+        it durably, and cancelling the parent cancels it. In an async workflow, await
+        :meth:`start_async`.
         """
         definition = self.registry.workflow(workflow)
         payload = definition.encode_input(input)
+        run = self._maybe_workflow("start", False)
+        if run is not None:
+            flow = primitives.start_child(run, definition, payload, execution_id, priority)
+            return WorkflowHandle(self, drive(run, flow))
         execution_id = uuid.uuid4().hex if execution_id is None else execution_id
         outcome = self.store.start(
-            execution_id, definition.name, payload, priority=priority, event=RUN
+            execution_id,
+            definition.name,
+            payload,
+            priority=priority,
+            event=RUN,
+            timeout=definition.timeout,
         )
         if not outcome.created and outcome.record.workflow != definition.name:
             raise ExecutionConflictError(
@@ -254,6 +301,25 @@ class Engine:
                 f"not {definition.name!r}"
             )
         return WorkflowHandle(self, execution_id, created=outcome.created)
+
+    async def start_async(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        execution_id: str | None = None,
+        priority: int = 0,
+    ) -> WorkflowHandle[Any]:
+        """:meth:`start` in an async workflow (a child) or async client code."""
+        run = self._maybe_workflow("start", True)
+        if run is None:
+            return await asyncio.to_thread(
+                self.start, workflow, input, execution_id=execution_id, priority=priority
+            )
+        definition = self.registry.workflow(workflow)
+        payload = definition.encode_input(input)
+        flow = primitives.start_child(run, definition, payload, execution_id, priority)
+        return WorkflowHandle(self, await adrive(run, flow))
 
     def get(self, execution_id: str) -> WorkflowHandle[Any]:
         """The handle of an existing execution; :class:`ExecutionNotFoundError` otherwise."""

@@ -36,17 +36,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from raftflow.stores.base import ExecutionRecord, Status, StepRecord
+from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.flows import StoreFlows, execution_from_row, step_from_row
 from raftflow.transports.base import Lease
 from raftflow.transports.database import AsyncDatabase, Database, open_database
 from raftflow.transports.flow import Flow, Request, Response, Statement
-from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES, from_json
 from raftflow.transports.queue import QueueFlows
 from raftflow.transports.schema import ensure
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """An unread message sent to an execution."""
+
+    seq: int
+    topic: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChildState:
+    """A child execution as its parent's claim read it."""
+
+    id: str
+    workflow: str
+    status: Status
+    output: Any
+    error: ErrorInfo | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +76,8 @@ class Claimed:
     lease: Lease
     execution: ExecutionRecord | None  # None: the execution is gone
     steps: list[StepRecord]
+    signals: list[Signal] = field(default_factory=list)
+    children: dict[str, ChildState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,44 +96,40 @@ class Commit:
     lease_token: str
     worker_id: str
     commit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # The record of a call at ``step_idx`` (an insert, or the completion of a waiting one).
     step_idx: int | None = None
     step_name: str | None = None
-    step_succeeded: bool = True
+    step_kind: str = "step"
+    step_status: str | None = None  # succeeded, failed, waiting, retrying
     step_output: str | None = None
     step_error: str | None = None
     step_started_at: float | None = None
+    step_attempts: int = 1
+    step_wake_at: float | None = None
+    step_attempt: str | None = None  # JSON of a failed attempt, appended to the history
+    consume_signal: int | None = None  # the signal a recv took
+    # The execution's status (and outcome).
     status: Status | None = None
     output: str | None = None
     error: str | None = None
+    # The next event: leased to the committer, parked until a time, or free.
     next_event: str | None = None
     next_priority: int = 0
     next_token: str | None = None
+    park_until: float | None = None
+    wake_topic: str | None = None  # woken at once if a signal of this topic is unread
+    wake_child: str | None = None  # woken at once if this child is finished
 
     def row(self, now: float, expiry: float) -> dict[str, Any]:
         """The commit as one object of the batch's JSON array."""
-        return {
-            "execution_id": self.execution_id,
-            "lease_seq": self.lease_seq,
-            "lease_token": self.lease_token,
-            "commit_id": self.commit_id,
-            "now": now,
-            "worker_id": self.worker_id,
-            "step_idx": self.step_idx,
-            "step_name": self.step_name,
-            "step_status": None
-            if self.step_idx is None
-            else ("succeeded" if self.step_succeeded else "failed"),
-            "step_output": self.step_output,
-            "step_error": self.step_error,
-            "step_started_at": self.step_started_at,
-            "status": None if self.status is None else self.status.value,
-            "output": self.output,
-            "error": self.error,
-            "next_event": self.next_event,
-            "next_priority": self.next_priority,
-            "next_token": self.next_token,
-            "next_expiry": expiry if self.next_token else None,
-        }
+        row = {name: getattr(self, name) for name in _ROW_FIELDS}
+        row["now"] = now
+        row["status"] = None if self.status is None else self.status.value
+        row["next_expiry"] = expiry if self.next_token else None
+        return row
+
+
+_ROW_FIELDS = [name for name in Commit.__dataclass_fields__ if name != "status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +230,27 @@ def _claimed(leases: list[Lease], response: Response) -> list[Claimed]:
     steps: dict[str, list[StepRecord]] = {}
     for row in response.result_of("store.claimed_steps").dicts():
         steps.setdefault(row["execution_id"], []).append(step_from_row(row))
+    signals: dict[str, list[Signal]] = {}
+    for row in response.result_of("store.claimed_signals").dicts():
+        signal = Signal(row["seq"], row["topic"], from_json(row["payload"]))
+        signals.setdefault(row["execution_id"], []).append(signal)
+    children: dict[str, dict[str, ChildState]] = {}
+    for row in response.result_of("store.claimed_children").dicts():
+        children.setdefault(row["parent_id"], {})[row["id"]] = ChildState(
+            id=row["id"],
+            workflow=row["workflow"],
+            status=Status(row["status"]),
+            output=None if row["output"] is None else from_json(row["output"]),
+            error=None if row["error"] is None else ErrorInfo.from_json(from_json(row["error"])),
+        )
     return [
-        Claimed(lease, executions.get(lease.group_id), steps.get(lease.group_id, []))
+        Claimed(
+            lease,
+            executions.get(lease.group_id),
+            steps.get(lease.group_id, []),
+            signals.get(lease.group_id, []),
+            children.get(lease.group_id, {}),
+        )
         for lease in leases
     ]
 
@@ -224,6 +261,8 @@ def claim_context(token: str, now: float) -> tuple[Statement, ...]:
         STORE("mark_claimed_running", params),
         STORE("claimed_executions", params),
         STORE("claimed_steps", params),
+        STORE("claimed_signals", params),
+        STORE("claimed_children", params),
     )
 
 

@@ -34,6 +34,7 @@ class StepInfo:
     execution_id: str
     index: int
     name: str
+    attempt: int = 1  # of a retried step: 1, 2, ...
 
     @property
     def key(self) -> str:

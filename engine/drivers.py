@@ -13,17 +13,30 @@ back (:meth:`Activation.give_up`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from raftflow.engine.activation import Activation, Unwind
 from raftflow.engine.context import StepInfo, in_step, in_workflow
-from raftflow.engine.errors import WorkflowError
-from raftflow.engine.steppath import Command, Outcome, RunStep, SendCommit, StepFlow, run_workflow
-from raftflow.transports.errors import DatabaseError
+from raftflow.engine.errors import StepTimeoutError, WorkflowError
+from raftflow.engine.steppath import (
+    Command,
+    Io,
+    Outcome,
+    Pause,
+    RunStep,
+    SendCommit,
+    StepFlow,
+    run_workflow,
+)
+from raftflow.stores.errors import StoreError
+from raftflow.transports.errors import DatabaseError, InvalidArgumentError
 
 T = TypeVar("T")
 
@@ -66,8 +79,8 @@ def _advance(run: Activation, flow: StepFlow[Any], reply: Any) -> Command | _Don
         return flow.send(reply)
     except StopIteration as stop:
         return _Done(stop.value)
-    except (WorkflowError, Unwind):
-        raise  # meant for workflow code (StepError, NonDeterminismError...), or the unwind
+    except (WorkflowError, StoreError, Unwind):
+        raise  # meant for workflow code (StepError, a refused send...), or the unwind
     except Exception as exc:
         raise run.give_up("the engine failed on its step path", exc) from exc
 
@@ -75,8 +88,13 @@ def _advance(run: Activation, flow: StepFlow[Any], reply: Any) -> Command | _Don
 def _perform(run: Activation, command: Command) -> Any:
     if isinstance(command, SendCommit):
         return run.wait(run.commit(command.commit))
+    if isinstance(command, Pause):
+        return time.sleep(command.seconds)
     outcome = Outcome()
-    if isinstance(command, RunStep):
+    if isinstance(command, Io):
+        with _refusals(run, outcome):
+            outcome.value = run.wait(run.host.run_flow(command.flow))
+    elif isinstance(command, RunStep):
         with _step_code(run, command.info, outcome):
             outcome.value = _call_step(run, command)
     else:
@@ -88,8 +106,13 @@ def _perform(run: Activation, command: Command) -> Any:
 async def _aperform(run: Activation, command: Command) -> Any:
     if isinstance(command, SendCommit):
         return await run.commit(command.commit)
+    if isinstance(command, Pause):
+        return await asyncio.sleep(command.seconds)
     outcome = Outcome()
-    if isinstance(command, RunStep):
+    if isinstance(command, Io):
+        with _refusals(run, outcome):
+            outcome.value = await run.host.run_flow(command.flow)
+    elif isinstance(command, RunStep):
         with _step_code(run, command.info, outcome):
             outcome.value = await _acall_step(run, command)
     else:
@@ -99,24 +122,65 @@ async def _aperform(run: Activation, command: Command) -> Any:
 
 
 def _call_step(run: Activation, command: RunStep) -> Any:
-    step = command.step
+    step, timeout = command.step, command.step.timeout
+    call = functools.partial(step.fn, *command.args, **command.kwargs)
     if step.is_async:
         # On the loop: its task does not inherit this thread's context, so carry the info.
-        return run.wait(_with_step(command.info, step.fn(*command.args, **command.kwargs)))
-    return step.fn(*command.args, **command.kwargs)
+        return run.wait(_with_step(command.info, _timed(call(), timeout, step.name)))
+    if timeout is None:
+        return call()
+    # A thread of its own, so the wait can end; a thread cannot be killed: if the step
+    # overruns, its late result is dropped (this attempt has failed and is recorded so).
+    context = contextvars.copy_context()
+    future = _OVERRUN.submit(context.run, call)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise _timeout(step.name, timeout) from None
 
 
 async def _acall_step(run: Activation, command: RunStep) -> Any:
-    step = command.step
+    step, timeout = command.step, command.step.timeout
     if step.is_async:
-        return await step.fn(*command.args, **command.kwargs)
+        return await _timed(step.fn(*command.args, **command.kwargs), timeout, step.name)
     # A thread, not the loop; to_thread copies this context (current_step() is set).
-    return await asyncio.to_thread(step.fn, *command.args, **command.kwargs)
+    thread = asyncio.to_thread(step.fn, *command.args, **command.kwargs)
+    return await _timed(thread, timeout, step.name)
+
+
+async def _timed(awaitable: Awaitable[Any], timeout: float | None, name: str) -> Any:
+    """An async step's attempt, cancelled after ``timeout`` seconds."""
+    if timeout is None:
+        return await awaitable
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        raise _timeout(name, timeout) from None
+
+
+def _timeout(name: str, timeout: float) -> StepTimeoutError:
+    return StepTimeoutError(f"step {name!r} ran longer than its timeout of {timeout:g}s")
+
+
+#: Sync steps with a timeout run here (a thread each, so one overrunning blocks no other).
+_OVERRUN = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="raftflow-step")
 
 
 async def _with_step(info: StepInfo, coroutine: Coroutine[Any, Any, Any]) -> Any:
     with in_step(info):
         return await coroutine
+
+
+@contextmanager
+def _refusals(run: Activation, outcome: Outcome) -> Iterator[None]:
+    """A database request of a primitive: a refusal (no such execution, bad input) is its
+    outcome; any other failure is the infrastructure's, and hands the execution back."""
+    try:
+        yield
+    except (StoreError, InvalidArgumentError, WorkflowError) as exc:
+        outcome.error = exc
+    except Exception as exc:
+        raise run.give_up("a request of the workflow failed", exc) from exc
 
 
 @contextmanager

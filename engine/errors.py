@@ -16,12 +16,14 @@ RaftflowError
 ├── LeaseError                          a Lease that cannot be used
 │   └── LeaseLostError                  it lapsed and another worker took over
 ├── StoreError
-│   └── ExecutionNotFoundError          no execution has this id
+│   ├── ExecutionNotFoundError          no execution has this id
+│   └── ExecutionFinishedError          it is finished: it takes no more messages
 └── WorkflowError                       defining, starting and running workflows
     ├── UnknownWorkflowError            not registered with this engine
     ├── NotInWorkflowError              a call that only works inside a workflow or step
     ├── ExecutionConflictError          the id exists for another workflow
     ├── StepError                       raised in a workflow when one of its steps failed
+    ├── StepTimeoutError (TimeoutError)  a step's attempt ran longer than its timeout
     ├── NonDeterminismError             replay met a different step than recorded
     ├── WorkflowFailedError             result() of a failed execution
     ├── WorkflowCancelledError          result() of a cancelled execution
@@ -31,7 +33,7 @@ RaftflowError
 from __future__ import annotations
 
 from raftflow.stores.base import ErrorInfo
-from raftflow.stores.errors import ExecutionNotFoundError, StoreError
+from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError, StoreError
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -52,6 +54,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseError",
     "ExecutionConflictError",
+    "ExecutionFinishedError",
     "ExecutionNotFoundError",
     "InputValidationError",
     "InvalidArgumentError",
@@ -68,6 +71,7 @@ __all__ = [
     "SchemaTooNewError",
     "StatementError",
     "StepError",
+    "StepTimeoutError",
     "StoreError",
     "UnavailableError",
     "UnknownWorkflowError",
@@ -95,6 +99,11 @@ class NotInWorkflowError(WorkflowError):
 
 class ExecutionConflictError(WorkflowError):
     """``execution_id`` already names an execution of another workflow."""
+
+
+class StepTimeoutError(WorkflowError, TimeoutError):
+    """A step's attempt ran longer than ``@engine.step(timeout=...)``; retried per its
+    ``Retry``, then its error."""
 
 
 class NonDeterminismError(WorkflowError):
@@ -125,7 +134,8 @@ class WorkflowFailedError(WorkflowError):
 
 
 class WorkflowCancelledError(WorkflowError):
-    """The execution was cancelled."""
+    """The execution was cancelled (``engine.cancel``, its parent's cancel, or its
+    ``timeout``); the message says which."""
 
 
 class ResultTimeoutError(WorkflowError, TimeoutError):

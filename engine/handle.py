@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from raftflow.engine import primitives
+from raftflow.engine.drivers import adrive, drive
 from raftflow.engine.errors import (
     ExecutionNotFoundError,
     ResultTimeoutError,
@@ -12,6 +15,7 @@ from raftflow.engine.errors import (
     WorkflowFailedError,
 )
 from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.transports.payload import check_seconds
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
@@ -43,10 +47,30 @@ class WorkflowHandle(Generic[T]):
         """The recorded steps, in call order."""
         return list(self.engine.store.steps(self.id))
 
+    def children(self) -> list[ExecutionRecord]:
+        """The executions this one started (``engine.start`` in its workflow code)."""
+        return list(self.engine.store.children(self.id))
+
+    def cancel(self) -> Status:
+        """Cancel the execution (see :meth:`Engine.cancel`); its status when asked."""
+        return self.engine.cancel(self.id)
+
     def result(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
         """Wait for the execution to finish and return its output, typed by the
         workflow's return annotation. Raises :class:`WorkflowFailedError` (with the stored
-        error) if it failed and :class:`ResultTimeoutError` after ``timeout`` seconds."""
+        error) if it failed, :class:`WorkflowCancelledError` if it was cancelled and
+        :class:`ResultTimeoutError` after ``timeout`` seconds.
+
+        In workflow code (a child's handle) the wait is durable: recorded, and parked
+        without a worker until the child finishes. In an async workflow, await
+        :meth:`result_async`.
+        """
+        run = self.engine._maybe_workflow("result", False)
+        if run is not None:
+            timeout = (
+                None if timeout is None else check_seconds(timeout, what="timeout", allow_zero=True)
+            )
+            return drive(run, primitives.wait_child(run, self.id, timeout))  # type: ignore[no-any-return]
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = min(poll_interval, 0.01)
         while True:
@@ -61,6 +85,16 @@ class WorkflowHandle(Generic[T]):
             time.sleep(pause)
             delay = min(delay * 1.5, poll_interval)
 
+    async def result_async(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
+        """:meth:`result` in an async workflow (durable) or async client code (polling)."""
+        run = self.engine._maybe_workflow("result", True)
+        if run is None:
+            return await asyncio.to_thread(self.result, timeout, poll_interval=poll_interval)
+        timeout = (
+            None if timeout is None else check_seconds(timeout, what="timeout", allow_zero=True)
+        )
+        return await adrive(run, primitives.wait_child(run, self.id, timeout))
+
     def _outcome(self, record: ExecutionRecord) -> Any:
         if record.status is Status.SUCCEEDED:
             definition = self.engine.registry.workflows.get(record.workflow)
@@ -68,7 +102,8 @@ class WorkflowHandle(Generic[T]):
                 return record.output  # not registered here: plain JSON
             return definition.output.from_json_value(record.output)
         if record.status is Status.CANCELLED:
-            raise WorkflowCancelledError(f"execution {self.id!r} was cancelled")
+            reason = record.error.message if record.error else "cancelled"
+            raise WorkflowCancelledError(f"execution {self.id!r} was cancelled: {reason}")
         raise WorkflowFailedError(self.id, record.error or ErrorInfo("Error", "failed"))
 
     def __repr__(self) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 import pydantic
 from pydantic_core import PydanticSerializationError
 from raftflow.engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
-from raftflow.transports.payload import check_id
+from raftflow.engine.retry import Retry
+from raftflow.transports.payload import check_id, check_seconds
 
 
 @dataclass(frozen=True)
@@ -63,15 +64,28 @@ class StepDef:
     fn: Callable[..., Any]
     is_async: bool
     output: Codec
+    retry: Retry | None = None
+    timeout: float | None = None  # of one attempt, in seconds
 
     @classmethod
-    def of(cls, fn: Callable[..., Any], name: str | None) -> StepDef:
+    def of(
+        cls,
+        fn: Callable[..., Any],
+        name: str | None,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> StepDef:
         hints = _hints(fn)
+        if retry is not None and not isinstance(retry, Retry):
+            raise ConfigurationError(f"retry must be a Retry, not {type(retry).__name__}")
         return cls(
             name=check_id(name or fn.__name__, what="step name"),
             fn=fn,
             is_async=_is_async(fn),
             output=Codec.of(hints["return"]) if "return" in hints else ANY,
+            retry=retry,
+            timeout=_timeout(timeout),
         )
 
 
@@ -82,9 +96,12 @@ class WorkflowDef:
     is_async: bool
     input: Codec | None  # None: the workflow takes no argument
     output: Codec
+    timeout: float | None = None  # cancelled if still running this long after its start
 
     @classmethod
-    def of(cls, fn: Callable[..., Any], name: str | None) -> WorkflowDef:
+    def of(
+        cls, fn: Callable[..., Any], name: str | None, *, timeout: float | None = None
+    ) -> WorkflowDef:
         params = list(inspect.signature(fn).parameters.values())
         if len(params) > 1 or any(
             p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params
@@ -103,6 +120,7 @@ class WorkflowDef:
             is_async=_is_async(fn),
             input=input_codec,
             output=Codec.of(hints["return"]) if "return" in hints else ANY,
+            timeout=_timeout(timeout),
         )
 
     def encode_input(self, value: Any) -> Any:
@@ -126,6 +144,12 @@ class WorkflowDef:
         if self.input is None:
             return ()
         return (self.input.from_json_value(stored_input),)
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is None:
+        return None
+    return check_seconds(value, what="timeout", allow_zero=False)
 
 
 class Registry:

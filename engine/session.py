@@ -22,24 +22,28 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from raftflow.engine.activation import Activation
+from raftflow.engine.activation import Activation, cancelled_error
 from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
 from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
+from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,
 )
+from raftflow.transports.flow import Flow
 
 if TYPE_CHECKING:
     from raftflow.engine.worker import Worker
 
 log = logging.getLogger("raftflow.worker")
+
+T = TypeVar("T")
 
 #: Errors a worker does not retry: it stops and raises them.
 FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
@@ -58,6 +62,8 @@ class Session:
         self.hooks = worker.hooks
         self.max_payload_bytes = worker.engine.max_payload_bytes
         self.backend = backend
+        self.store = backend.store
+        self.registry = worker.engine.registry
         self.loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
         self.slot_freed = asyncio.Event()
@@ -84,6 +90,9 @@ class Session:
         else:
             self.stats.fenced += 1
         return outcome
+
+    async def run_flow(self, flow: Flow[T]) -> T:
+        return await self.backend.run(flow)
 
     def clock_estimate(self) -> float:
         return self.backend.queue.clock.estimate()
@@ -183,6 +192,15 @@ class Session:
                 # An event for an execution that is gone or finished: nothing to run.
                 await self.backend.run(self.backend.flows.ack([lease]))
                 return
+            reason = record.cancel_reason
+            deadline = record.deadline
+            if reason is None and deadline is not None and self.clock_estimate() >= deadline:
+                reason = "timeout"
+            if reason is not None:
+                # A cancel (asked, inherited from a parent, or the workflow's timeout) is
+                # done here, between two steps: the event ends the execution.
+                await self._cancel(lease, reason)
+                return
             event = parse_event(lease.event)
             workflow = self.worker.engine.registry.workflows.get(record.workflow)
             if workflow is None or event is None:
@@ -199,8 +217,7 @@ class Session:
                 )
                 return
             if isinstance(event, RunEvent):
-                activation = Activation(self, workflow, lease, record, claimed.steps)
-                await self._run(pool, activation)
+                await self._run(pool, Activation(self, workflow, claimed))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -218,6 +235,20 @@ class Session:
             self.activations.discard(activation)
         if activation.failure is not None:
             await self._hand_back(activation.lease, activation.failure)
+
+    async def _cancel(self, lease: Lease, reason: str) -> None:
+        commit = Commit(
+            execution_id=lease.group_id,
+            lease_seq=lease.seq,
+            lease_token=lease.token,
+            worker_id=self.worker_id,
+            status=Status.CANCELLED,
+            error=cancelled_error(reason),
+        )
+        outcome = await self.commit(commit)
+        if outcome.applied:
+            log.info("execution %s cancelled (%s)", lease.group_id, reason)
+            self.hooks.after_execution(lease.group_id, Status.CANCELLED)
 
     async def _hand_back(self, lease: Lease, cause: BaseException) -> None:
         """Give an execution back after a failure outside user code, with a back-off that

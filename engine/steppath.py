@@ -8,15 +8,21 @@ workflows) or on the worker's loop (async ones), so each path below exists once:
     -------------        ------------------                          -------------------
     (claimed)       -->  run_workflow: InvokeWorkflow -------------> the workflow function
     charge(order)   -->  call_step:
-                          1. the previous step's staged commit ----> SendCommit: committer,
+                          1. the previous call's staged record -----> SendCommit: committer,
                                                                      one fenced statement
                           2. the next call index: recorded? yes ---> (nothing: replayed)
                           3. not recorded: RunStep ----------------> the step function
-                          4. stage its outcome (JSON)
+                          4. stage its outcome (JSON); a failed attempt with a retry left is
+                             committed at once and waited for (Pause, or a park: below)
                     <--   5. its result, or StepError
-    return value    -->  run_workflow: the staged step and the outcome, one SendCommit
+    return value    -->  run_workflow: the staged call and the outcome, one SendCommit
 
-A new primitive (a sleep, a signal, a child) is one more flow here, driven the same way.
+Waiting (:func:`wait_until`) is where the durable primitives meet the queue: a short wait
+pauses in place (the lease is kept); a longer one commits with the next event *parked*
+until the deadline and unwinds the run -- the execution then holds no lease, no slot and
+costs no Raft entry until a claim wakes it (its deadline, or a signal, a child, a cancel
+writing ``lock_expiry = now``). The primitives (:mod:`raftflow.engine.primitives`) are
+flows built from these pieces, driven the same way.
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from raftflow.engine.activation import Activation
+from raftflow.engine.activation import Activation, Unwind
 from raftflow.engine.backend import Commit
 from raftflow.engine.context import StepInfo
 from raftflow.engine.registry import StepDef
+from raftflow.transports.flow import Flow
 
 T = TypeVar("T")
+
+#: Waits up to this long pause in place, holding the lease; longer ones park the event.
+SHORT_WAIT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +50,8 @@ class InvokeWorkflow:
 
 @dataclass(frozen=True, slots=True)
 class RunStep:
-    """Run a step function (hooks around it, ``current_step()`` set); reply: an Outcome."""
+    """Run a step function (hooks around it, ``current_step()`` set, its ``timeout``);
+    the reply is an :class:`Outcome`."""
 
     step: StepDef
     args: tuple[Any, ...]
@@ -55,13 +66,29 @@ class SendCommit:
     commit: Commit
 
 
-Command = InvokeWorkflow | RunStep | SendCommit
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Wait ``seconds`` in place (the heartbeat keeps the lease); the reply is None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Io:
+    """Run a database flow on the worker's connection; the reply is an :class:`Outcome`
+    (a refusal such as "no such execution" is its error; a failure of the database is not:
+    it hands the execution back)."""
+
+    flow: Flow[Any]
+
+
+Command = InvokeWorkflow | RunStep | SendCommit | Pause | Io
 StepFlow = Generator[Command, Any, T]
 
 
 @dataclass(slots=True)
 class Outcome:
-    """What user code returned or raised."""
+    """What user code (or a refused request) returned or raised."""
 
     value: Any = None
     error: Exception | None = None
@@ -78,14 +105,84 @@ def run_workflow(run: Activation) -> StepFlow[None]:
 def call_step(
     run: Activation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> StepFlow[Any]:
-    """One step call from workflow code: replayed from its record, or run and staged."""
-    if run.staged is not None:
-        run.check_applied((yield SendCommit(run.take_staged())))
-    index, record = run.next_call(step.name)
-    if record is None:
-        started = run.host.clock_estimate()
-        info = StepInfo(run.execution_id, index, step.name)
+    """One step call from workflow code: replayed from its record, or run (attempt after
+    attempt, per its ``Retry``) and staged."""
+    yield from begin(run)
+    index, record = run.next_call("step", step.name)
+    while record is None or not record.done:
+        if record is not None:  # retrying: the next attempt is due at wake_at
+            yield from wait_until(run, record.wake_at or 0.0)
+        attempt = 1 if record is None else record.attempts + 1
+        started = run.now()
+        info = StepInfo(run.execution_id, index, step.name, attempt)
         outcome: Outcome = yield RunStep(step, args, kwargs, info)
-        record = run.stage_step(step, index, started, outcome.value, outcome.error)
-        return run.result(step, record, cause=outcome.error)
+        error = outcome.error
+        retry = step.retry
+        if error is not None and retry is not None and retry.retries(attempt, error):
+            wake_at = run.now() + retry.delay_after(attempt)
+            record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
+            yield from flush(run)  # a crash now resumes with the next attempt, not this one
+            continue
+        record = run.stage_step(
+            step, index, started, outcome.value, error, attempts=attempt, previous=record
+        )
+        return run.result(step, record, cause=error)
     return run.result(step, record)
+
+
+def begin(run: Activation) -> StepFlow[None]:
+    """Before a new call: commit the previous call's record; past the workflow's deadline,
+    end the run as cancelled instead."""
+    if run.deadline_passed() and run.held:
+        commit = run.cancel_commit("timeout")
+        run.conclude(commit, (yield SendCommit(commit)))
+        raise Unwind()
+    if run.staged is not None:
+        yield from flush(run)
+
+
+def flush(run: Activation) -> StepFlow[None]:
+    """Commit the staged record now; the run goes on if its turn does, else it unwinds
+    (the next claimer replays to here)."""
+    run.check_applied((yield SendCommit(run.take_staged())))
+    if not run.held:
+        raise Unwind()
+
+
+def wait_until(
+    run: Activation,
+    deadline: float,
+    *,
+    wake_topic: str | None = None,
+    wake_child: str | None = None,
+) -> StepFlow[None]:
+    """Wait for ``deadline`` (and whatever else may wake the execution first): a short
+    wait pauses in place after committing what is staged; a longer one parks the next
+    event and unwinds, to be replayed to here by whoever claims it next."""
+    remaining = deadline - run.now()
+    if remaining <= 0:
+        return
+    if remaining <= SHORT_WAIT and wake_topic is None and wake_child is None:
+        if run.staged is not None:
+            yield from flush(run)
+        yield Pause(remaining)
+        return
+    yield from suspend(run, deadline, wake_topic=wake_topic, wake_child=wake_child)
+
+
+def suspend(
+    run: Activation,
+    until: float,
+    *,
+    wake_topic: str | None = None,
+    wake_child: str | None = None,
+) -> StepFlow[None]:
+    """Commit with the next event parked until ``until`` (at the latest the workflow's
+    deadline), woken at once if a signal of ``wake_topic`` is unread or ``wake_child`` is
+    finished, then unwind: the execution holds nothing while it waits."""
+    if run.record.deadline is not None:
+        until = min(until, run.record.deadline)
+    commit = run.take_staged(park_until=until, wake_topic=wake_topic, wake_child=wake_child)
+    run.check_applied((yield SendCommit(commit)))
+    run.held = False
+    raise Unwind()

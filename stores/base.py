@@ -62,11 +62,32 @@ class ExecutionRecord:
     updated_at: float
     completed_at: float | None
     steps_done: int
+    parent_id: str | None = None  # the execution that started it as a child
+    cancel_reason: str | None = None  # a cancel was asked (it is done at the next event)
+    deadline: float | None = None  # @engine.workflow(timeout=...): cancelled if running then
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One failed attempt of a retried step."""
+
+    attempt: int
+    type: str
+    message: str
+    started_at: float
+    ended_at: float
 
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:
-    """The checkpoint of one step: its result (JSON) or its error."""
+    """The record of one call of a workflow, at its position ``idx``: a step's result
+    (JSON) or error, or a sleep, a recv, a send, a child's start or wait, an event set.
+
+    ``status`` is ``succeeded`` or ``failed`` once the call is done; ``waiting`` (a recv or
+    a wait until ``wake_at``) or ``retrying`` (a step whose attempt ``attempts`` failed and
+    whose next one is due at ``wake_at``) while it is not. ``history`` holds the failed
+    attempts of a retried step.
+    """
 
     execution_id: str
     idx: int
@@ -77,6 +98,15 @@ class StepRecord:
     started_at: float
     ended_at: float
     worker_id: str
+    kind: str = "step"
+    status: str = "succeeded"
+    attempts: int = 1
+    wake_at: float | None = None
+    history: tuple[AttemptRecord, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("succeeded", "failed")
 
 
 @dataclass(frozen=True, slots=True)

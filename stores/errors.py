@@ -11,3 +11,7 @@ class StoreError(RaftflowError):
 
 class ExecutionNotFoundError(StoreError, LookupError):
     """No execution has this id."""
+
+
+class ExecutionFinishedError(StoreError):
+    """The execution is finished: it takes no more messages."""

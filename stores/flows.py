@@ -17,7 +17,15 @@ import builtins
 import uuid
 from typing import Any
 
-from raftflow.stores.base import ErrorInfo, ExecutionRecord, StartOutcome, Status, StepRecord
+from raftflow.stores.base import (
+    AttemptRecord,
+    ErrorInfo,
+    ExecutionRecord,
+    StartOutcome,
+    Status,
+    StepRecord,
+)
+from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError
 from raftflow.transports.catalogue import load
 from raftflow.transports.clock import Clock
 from raftflow.transports.errors import InvalidArgumentError
@@ -26,6 +34,7 @@ from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
     check_priority,
+    check_topic,
     from_json,
     to_json,
 )
@@ -44,7 +53,15 @@ class StoreFlows:
         self.max_payload_bytes = max_payload_bytes
 
     def start(
-        self, execution_id: str, workflow: str, input: Any, priority: int, event: Any
+        self,
+        execution_id: str,
+        workflow: str,
+        input: Any,
+        priority: int,
+        event: Any,
+        *,
+        parent_id: str | None = None,
+        timeout: float | None = None,
     ) -> Flow[StartOutcome]:
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
@@ -61,6 +78,8 @@ class StoreFlows:
             "event": event_text,
             "now": now,
             "commit_id": commit_id,
+            "parent_id": parent_id,
+            "deadline": None if timeout is None else now + timeout,
         }
         response = yield Request(
             (
@@ -105,6 +124,68 @@ class StoreFlows:
         rows = yield from _read(QUERIES("counts"))
         return {Status(row["status"]): int(row["n"]) for row in rows}
 
+    def children(self, execution_id: str) -> Flow[builtins.list[ExecutionRecord]]:
+        check_id(execution_id, what="execution_id")
+        response = yield Request((QUERIES("children", {"id": execution_id}),), level="strong")
+        return [execution_from_row(row) for row in response.raise_for_errors()[0].dicts()]
+
+    def send(
+        self, execution_id: str, message: Any, topic: str | None, key: str | None
+    ) -> Flow[None]:
+        """Store a signal for the execution and wake it if it waits: one statement.
+        Idempotent by ``key`` (one is generated when omitted, so a retry is safe)."""
+        check_id(execution_id, what="execution_id")
+        params: dict[str, Any] = {
+            "execution_id": execution_id,
+            "topic": check_topic(topic),
+            "payload": to_json(message, what="message", limit=self.max_payload_bytes),
+            "key": uuid.uuid4().hex if key is None else check_id(key, what="key"),
+        }
+        params["now"] = yield from self.clock.now()
+        response = yield Request((QUERIES("send", params),))
+        error = response[0].error
+        if error is not None and "raftflow: no such execution" in error:
+            raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
+        if error is not None and "raftflow: the execution is finished" in error:
+            raise ExecutionFinishedError(
+                f"execution {execution_id!r} is finished: nothing will receive the message"
+            )
+        response.raise_for_errors()
+
+    def cancel(self, execution_id: str, reason: str = "cancelled") -> Flow[Status]:
+        """Ask for the cancel of an execution (one statement) and return its status then: a
+        finished one keeps its status; another is cancelled by the next worker to handle
+        it, at its next step boundary."""
+        check_id(execution_id, what="execution_id")
+        now = yield from self.clock.now()
+        params = {"id": execution_id, "reason": reason, "now": now}
+        response = yield Request(
+            (QUERIES("cancel", params), QUERIES("status", {"id": execution_id})),
+            transaction=True,
+        )
+        row = response.raise_for_errors()[1].first()
+        if row is None:
+            raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
+        return Status(row["status"])
+
+    def set_event(self, execution_id: str, key: str, value: Any) -> Flow[None]:
+        check_id(execution_id, what="execution_id")
+        params: dict[str, Any] = {
+            "execution_id": execution_id,
+            "key": check_topic(key, what="event key"),
+            "value": to_json(value, what="event value", limit=self.max_payload_bytes),
+        }
+        params["now"] = yield from self.clock.now()
+        (yield Request((QUERIES("set_event", params),))).raise_for_errors()
+
+    def get_event(self, execution_id: str, key: str) -> Flow[tuple[bool, Any]]:
+        """(found, value) of an execution's event ``key`` (a weak read; a miss is read again
+        at ``strong`` before it is believed)."""
+        check_id(execution_id, what="execution_id")
+        params = {"execution_id": execution_id, "key": check_topic(key, what="event key")}
+        rows = yield from _read(QUERIES("get_event", params), strong_if_empty=True)
+        return (True, from_json(rows[0]["value"])) if rows else (False, None)
+
 
 def _read(
     statement: Statement, *, strong_if_empty: bool = False
@@ -132,6 +213,9 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
         updated_at=float(row["updated_at"]),
         completed_at=None if row["completed_at"] is None else float(row["completed_at"]),
         steps_done=int(row["steps_done"]),
+        parent_id=row.get("parent_id"),
+        cancel_reason=row.get("cancel_reason"),
+        deadline=row.get("deadline"),
     )
 
 
@@ -146,4 +230,18 @@ def step_from_row(row: dict[str, Any]) -> StepRecord:
         started_at=float(row["started_at"]),
         ended_at=float(row["ended_at"]),
         worker_id=row["worker_id"],
+        kind=row.get("kind") or "step",
+        status=row["status"],
+        attempts=int(row.get("attempts") or 1),
+        wake_at=row.get("wake_at"),
+        history=tuple(
+            AttemptRecord(
+                attempt=int(entry["attempt"]),
+                type=str(entry["type"]),
+                message=str(entry["message"]),
+                started_at=float(entry["started_at"]),
+                ended_at=float(entry["ended_at"]),
+            )
+            for entry in from_json(row.get("history") or "[]")
+        ),
     )

@@ -93,11 +93,20 @@ class SqlStore(_Store[Database]):
         self.database.run(ensure(self.database.embedded if auto_migrate is None else auto_migrate))
 
     def start(
-        self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
+        self,
+        execution_id: str,
+        workflow: str,
+        input: Any,
+        *,
+        event: Any,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> StartOutcome:
         """Record a new execution and publish its first ``event``, atomically; an existing
-        ``execution_id`` is returned as it is (``created`` false)."""
-        return self.database.run(self.flows.start(execution_id, workflow, input, priority, event))
+        ``execution_id`` is returned as it is (``created`` false). ``timeout``: its
+        deadline, that many seconds from now."""
+        flow = self.flows.start(execution_id, workflow, input, priority, event, timeout=timeout)
+        return self.database.run(flow)
 
     def get(self, execution_id: str) -> ExecutionRecord | None:
         """The execution, or None when there is none with this id."""
@@ -116,6 +125,10 @@ class SqlStore(_Store[Database]):
     def counts(self) -> dict[Status, int]:
         """How many executions there are in each status."""
         return self.database.run(self.flows.counts())
+
+    def children(self, execution_id: str) -> builtins.list[ExecutionRecord]:
+        """The executions this one started as children, oldest first."""
+        return self.database.run(self.flows.children(execution_id))
 
     def to_async(self) -> AsyncSqlStore:
         """The async twin on the same database and clock."""
@@ -154,12 +167,18 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
         await self.database.run(ensure(auto))
 
     async def start(
-        self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
+        self,
+        execution_id: str,
+        workflow: str,
+        input: Any,
+        *,
+        event: Any,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> StartOutcome:
         """Record a new execution and publish its first ``event``, atomically."""
-        return await self.database.run(
-            self.flows.start(execution_id, workflow, input, priority, event)
-        )
+        flow = self.flows.start(execution_id, workflow, input, priority, event, timeout=timeout)
+        return await self.database.run(flow)
 
     async def get(self, execution_id: str) -> ExecutionRecord | None:
         """The execution, or None when there is none with this id."""
@@ -178,6 +197,10 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
     async def counts(self) -> dict[Status, int]:
         """How many executions there are in each status."""
         return await self.database.run(self.flows.counts())
+
+    async def children(self, execution_id: str) -> builtins.list[ExecutionRecord]:
+        """The executions this one started as children, oldest first."""
+        return await self.database.run(self.flows.children(execution_id))
 
     async def close(self) -> None:
         await self.database.close()

@@ -1,12 +1,22 @@
--- Executions and their step records: every statement of the store and of the engine's
--- commits, sync and async. The store lives in the same database as the queue (transports/queue.sql),
--- which lets one statement checkpoint a step, ack its event and publish the next one.
--- Times are parameters, never SQL's clock (see queue.sql). The tables, views and triggers
--- (the fenced commit among them) are in the schema: transports/migrations/.
+-- Executions, their recorded calls, signals and events: every statement of the store and
+-- of the engine's commits, sync and async. The store lives in the same database as the
+-- queue (transports/queue.sql), which lets one statement checkpoint a step, ack its event
+-- and publish the next one. Times are parameters, never SQL's clock (see queue.sql). The
+-- tables, views and triggers (the fenced commit among them) are in the schema:
+-- transports/migrations/.
+
+-- name: fragment.execution_columns
+id, workflow, status, input, output, error, priority, created_at, updated_at, completed_at,
+steps_done, parent_id, cancel_reason, deadline
+
+-- name: fragment.step_columns
+execution_id, idx, name, status, output, error, started_at, ended_at, worker_id, kind,
+attempts, wake_at, history
 
 -- name: start
-INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id)
-VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id);
+INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,
+                              parent_id, deadline)
+VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id, :deadline);
 
 -- name: started
 -- Whether this start created the execution (its commit id) or found it already there.
@@ -20,7 +30,9 @@ SELECT commit_id = :commit_id AS created FROM executions WHERE id = :id;
 INSERT INTO execution_commits (
   execution_id, lease_seq, lease_token, commit_id, now, worker_id,
   step_idx, step_name, step_status, step_output, step_error, step_started_at,
-  status, output, error, next_event, next_priority, next_token, next_expiry)
+  status, output, error, next_event, next_priority, next_token, next_expiry,
+  step_kind, step_attempts, step_wake_at, step_attempt,
+  consume_signal, park_until, wake_topic, wake_child)
 SELECT
   json_extract(c.value, '$.execution_id'), json_extract(c.value, '$.lease_seq'),
   json_extract(c.value, '$.lease_token'), json_extract(c.value, '$.commit_id'),
@@ -31,7 +43,11 @@ SELECT
   json_extract(c.value, '$.status'), json_extract(c.value, '$.output'),
   json_extract(c.value, '$.error'), json_extract(c.value, '$.next_event'),
   json_extract(c.value, '$.next_priority'), json_extract(c.value, '$.next_token'),
-  json_extract(c.value, '$.next_expiry')
+  json_extract(c.value, '$.next_expiry'),
+  json_extract(c.value, '$.step_kind'), json_extract(c.value, '$.step_attempts'),
+  json_extract(c.value, '$.step_wake_at'), json_extract(c.value, '$.step_attempt'),
+  json_extract(c.value, '$.consume_signal'), json_extract(c.value, '$.park_until'),
+  json_extract(c.value, '$.wake_topic'), json_extract(c.value, '$.wake_child')
 FROM json_each(:commits) AS c;
 
 -- name: commit_outcome
@@ -52,33 +68,62 @@ WHERE +status = 'pending'
   AND id IN (SELECT group_id FROM messages WHERE locked_by = :token);
 
 -- name: claimed_executions
-SELECT id, workflow, status, input, output, error, priority, created_at, updated_at,
-       completed_at, steps_done
+SELECT {{fragment.execution_columns}}
 FROM executions WHERE id IN (SELECT group_id FROM messages WHERE locked_by = :token);
 
 -- name: claimed_steps
-SELECT execution_id, idx, name, status, output, error, started_at, ended_at, worker_id
+SELECT {{fragment.step_columns}}
 FROM steps WHERE execution_id IN (SELECT group_id FROM messages WHERE locked_by = :token)
 ORDER BY execution_id, idx;
 
+-- name: claimed_signals
+-- The unread signals of what was claimed, in send order: what a recv may take.
+SELECT seq, execution_id, topic, payload FROM signals
+WHERE execution_id IN (SELECT group_id FROM messages WHERE locked_by = :token)
+  AND consumed_idx IS NULL
+ORDER BY seq;
+
+-- name: claimed_children
+-- The children of what was claimed, with their outcome if they have one: what a wait reads.
+SELECT id, parent_id, workflow, status, output, error, cancel_reason FROM executions
+WHERE parent_id IN (SELECT group_id FROM messages WHERE locked_by = :token);
+
 -- name: get
-SELECT id, workflow, status, input, output, error, priority, created_at, updated_at,
-       completed_at, steps_done
-FROM executions WHERE id = :id;
+SELECT {{fragment.execution_columns}} FROM executions WHERE id = :id;
 
 -- name: list_all
-SELECT id, workflow, status, input, output, error, priority, created_at, updated_at,
-       completed_at, steps_done
+SELECT {{fragment.execution_columns}}
 FROM executions ORDER BY created_at DESC, id LIMIT :limit;
 
 -- name: list_by_status
-SELECT id, workflow, status, input, output, error, priority, created_at, updated_at,
-       completed_at, steps_done
+SELECT {{fragment.execution_columns}}
 FROM executions WHERE status = :status ORDER BY created_at DESC, id LIMIT :limit;
 
+-- name: children
+SELECT {{fragment.execution_columns}}
+FROM executions WHERE parent_id = :id ORDER BY created_at, id;
+
 -- name: steps
-SELECT execution_id, idx, name, status, output, error, started_at, ended_at, worker_id
-FROM steps WHERE execution_id = :id ORDER BY idx;
+SELECT {{fragment.step_columns}} FROM steps WHERE execution_id = :id ORDER BY idx;
 
 -- name: counts
 SELECT status, COUNT(*) AS n FROM executions GROUP BY status;
+
+-- name: send
+INSERT INTO signal_sends (execution_id, topic, payload, key, now)
+VALUES (:execution_id, :topic, :payload, :key, :now);
+
+-- name: cancel
+INSERT INTO execution_cancels (id, reason, now) VALUES (:id, :reason, :now);
+
+-- name: status
+SELECT status, cancel_reason FROM executions WHERE id = :id;
+
+-- name: set_event
+INSERT INTO events (execution_id, key, value, updated_at)
+VALUES (:execution_id, :key, :value, :now)
+ON CONFLICT (execution_id, key) DO UPDATE SET value = excluded.value,
+                                              updated_at = excluded.updated_at;
+
+-- name: get_event
+SELECT value, updated_at FROM events WHERE execution_id = :execution_id AND key = :key;

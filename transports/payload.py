@@ -67,6 +67,28 @@ def check_id(value: object, *, what: str) -> str:
     return value
 
 
+#: Upper bound of a signal topic or an event key, in characters.
+MAX_TOPIC_LENGTH = 256
+
+
+def check_topic(value: object, *, what: str = "topic") -> str:
+    """A signal topic or event key: a short string of valid Unicode (None: the default
+    topic, stored as ``""``)."""
+    if value is None and what == "topic":
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a short str, not {type(value).__name__}")
+    if len(value) > MAX_TOPIC_LENGTH or "\x00" in value:
+        raise InvalidArgumentError(
+            f"{what} must be at most {MAX_TOPIC_LENGTH} characters, without NUL"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{what} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
 def check_priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentError(f"priority must be an int from 0 to 4, not {value!r}")

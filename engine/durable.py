@@ -1,0 +1,175 @@
+"""The durable primitives' public API, part of :class:`~raftflow.engine.app.Engine`.
+
+Inside a workflow each call is recorded at its position (:mod:`raftflow.engine.primitives`)
+and waits without holding a worker; in an async workflow, await its ``_async`` twin.
+``send``, ``cancel`` and ``get_event`` also work from anywhere else (client code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from raftflow.engine import primitives
+from raftflow.engine.context import current_activation
+from raftflow.engine.drivers import adrive, drive
+from raftflow.engine.errors import NotInWorkflowError, ResultTimeoutError
+from raftflow.engine.steppath import StepFlow
+from raftflow.stores.base import Status
+from raftflow.transports.payload import check_id, check_seconds, check_topic, to_json
+
+if TYPE_CHECKING:
+    from raftflow.engine.activation import Activation
+    from raftflow.stores.store import SqlStore
+
+
+class DurableCalls:
+    """sleep, recv, send, set_event / get_event, cancel: see the module docstring."""
+
+    max_payload_bytes: int
+
+    @property
+    def store(self) -> SqlStore:
+        raise NotImplementedError  # Engine's
+
+    # -- in workflows only ----------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep durably: the wake time is recorded, the execution parks (no lease, no
+        worker slot) and a replay after a crash sleeps only what remains."""
+        seconds = _seconds(seconds, "seconds")
+        _run_sync(self._workflow("sleep", False), lambda run: primitives.sleep(run, seconds))
+
+    async def sleep_async(self, seconds: float) -> None:
+        """:meth:`sleep` in an async workflow."""
+        seconds = _seconds(seconds, "seconds")
+        run = self._workflow("sleep", True)
+        await adrive(run, primitives.sleep(run, seconds))
+
+    def recv(self, topic: str | None = None, timeout: float | None = 60.0) -> Any:
+        """The oldest unread message sent to this execution on ``topic``, waiting for one
+        up to ``timeout`` seconds (None: for ever), durably; None if none came."""
+        topic_, timeout = check_topic(topic), _timeout(timeout)
+        run = self._workflow("recv", False)
+        return _run_sync(run, lambda run: primitives.recv(run, topic_, timeout))
+
+    async def recv_async(self, topic: str | None = None, timeout: float | None = 60.0) -> Any:
+        """:meth:`recv` in an async workflow."""
+        topic_, timeout = check_topic(topic), _timeout(timeout)
+        run = self._workflow("recv", True)
+        return await adrive(run, primitives.recv(run, topic_, timeout))
+
+    def set_event(self, key: str, value: Any) -> None:
+        """Publish ``value`` as this execution's event ``key`` (the latest value wins),
+        for :meth:`get_event` callers: progress, intermediate results."""
+        key = check_topic(key, what="event key")
+        to_json(value, what="event value", limit=self.max_payload_bytes)
+        run = self._workflow("set_event", False)
+        _run_sync(run, lambda run: primitives.set_event(run, key, value))
+
+    async def set_event_async(self, key: str, value: Any) -> None:
+        """:meth:`set_event` in an async workflow."""
+        key = check_topic(key, what="event key")
+        to_json(value, what="event value", limit=self.max_payload_bytes)
+        run = self._workflow("set_event", True)
+        await adrive(run, primitives.set_event(run, key, value))
+
+    # -- anywhere -------------------------------------------------------------------------
+
+    def send(
+        self, execution_id: str, message: Any, topic: str | None = None, key: str | None = None
+    ) -> None:
+        """Send ``message`` (JSON) to an execution, for its ``recv(topic)``. From client
+        code, ``key`` makes a retried send idempotent; in a workflow the send is recorded
+        like a step and never sent twice. :class:`ExecutionNotFoundError` or
+        :class:`ExecutionFinishedError` when nothing could receive it (nothing is stored)."""
+        check_id(execution_id, what="execution_id")
+        topic_ = check_topic(topic)
+        to_json(message, what="message", limit=self.max_payload_bytes)
+        run = self._maybe_workflow("send", False)
+        if run is None:
+            self.store.database.run(self.store.flows.send(execution_id, message, topic_, key))
+            return
+        _run_sync(run, lambda run: primitives.send(run, execution_id, message, topic_, key))
+
+    async def send_async(
+        self, execution_id: str, message: Any, topic: str | None = None, key: str | None = None
+    ) -> None:
+        """:meth:`send`, awaited (in an async workflow, or async client code)."""
+        check_id(execution_id, what="execution_id")
+        topic_ = check_topic(topic)
+        to_json(message, what="message", limit=self.max_payload_bytes)
+        run = self._maybe_workflow("send", True)
+        if run is None:
+            await asyncio.to_thread(self.send, execution_id, message, topic, key)
+            return
+        await adrive(run, primitives.send(run, execution_id, message, topic_, key))
+
+    def cancel(self, execution_id: str) -> Status:
+        """Cancel an execution: it stops at its next step boundary (a running step
+        finishes and is recorded; no further step starts), its status becomes
+        ``cancelled``, its children are cancelled with it. A finished execution is left
+        as it is. Returns the status it had when the cancel was written."""
+        check_id(execution_id, what="execution_id")
+        return self.store.database.run(self.store.flows.cancel(execution_id))
+
+    async def cancel_async(self, execution_id: str) -> Status:
+        """:meth:`cancel`, awaited."""
+        return await asyncio.to_thread(self.cancel, execution_id)
+
+    def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
+        """The latest value of an execution's event ``key``, waiting up to ``timeout``
+        seconds for the first; :class:`ResultTimeoutError` if there is none by then.
+        Not for workflow code (its result would not be recorded): use ``recv`` there."""
+        if current_activation() is not None:
+            raise NotInWorkflowError("get_event() is for client code; a workflow uses recv()")
+        check_id(execution_id, what="execution_id")
+        key = check_topic(key, what="event key")
+        deadline = time.monotonic() + _seconds(timeout, "timeout")
+        delay = 0.01
+        while True:
+            found, value = self.store.database.run(self.store.flows.get_event(execution_id, key))
+            if found:
+                return value
+            if time.monotonic() >= deadline:
+                raise ResultTimeoutError(f"execution {execution_id!r} has no event {key!r}")
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 0.25)
+
+    async def get_event_async(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
+        """:meth:`get_event`, awaited."""
+        return await asyncio.to_thread(self.get_event, execution_id, key, timeout)
+
+    # -- where are we ---------------------------------------------------------------------
+
+    def _workflow(self, what: str, is_async: bool) -> Activation:
+        run = self._maybe_workflow(what, is_async)
+        if run is None:
+            raise NotInWorkflowError(f"engine.{what}() only works inside a workflow")
+        return run
+
+    @staticmethod
+    def _maybe_workflow(what: str, is_async: bool) -> Activation | None:
+        run = current_activation()
+        if run is not None and run.is_async != is_async:
+            hint = f"await engine.{what}_async(...)" if run.is_async else f"engine.{what}(...)"
+            kind = "an async" if run.is_async else "a sync"
+            raise NotInWorkflowError(f"this is {kind} workflow: call {hint}")
+        return run
+
+
+def _run_sync(run: Activation, make: Any) -> Any:
+    flow: StepFlow[Any] = make(run)
+    return drive(run, flow)
+
+
+def _seconds(value: float, what: str) -> float:
+    return check_seconds(value, what=what, allow_zero=True)
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is None or (isinstance(value, float) and math.isinf(value) and value > 0):
+        return None
+    return check_seconds(value, what="timeout", allow_zero=True)
