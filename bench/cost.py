@@ -90,6 +90,8 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                     "event": run_text,
                     "now": now,
                     "commit_id": uuid.uuid4().hex,
+                    "parent_id": None,
+                    "deadline": None,
                 },
             )
             for e in ids
@@ -145,6 +147,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                         worker_id="bench-cost",
                         step_idx=step[0],
                         step_name="tick",
+                        step_status="succeeded",
                         step_output="1",
                         step_started_at=now,
                         status=Status.RUNNING,

@@ -63,6 +63,8 @@ def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
                 "event": event,
                 "now": now,
                 "commit_id": uuid.uuid4().hex,
+                "parent_id": None,
+                "deadline": None,
             },
         )
         statements.append([statement.sql, statement.params])

@@ -37,6 +37,8 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
             "event": event,
             "now": now,
             "commit_id": "c",
+            "parent_id": None,
+            "deadline": None,
         }
         db.execute(sql, params)
     db.execute("COMMIT")
@@ -70,7 +72,7 @@ def commit_cost(commits: int = 3000) -> dict[str, float]:
             for e in ids:
                 commit = Commit(
                     execution_id=e, lease_seq=seqs[e], lease_token="t", worker_id="w",
-                    step_idx=step, step_name="tick", step_output="1",
+                    step_idx=step, step_name="tick", step_status="succeeded", step_output="1",
                     step_started_at=now, status=Status.RUNNING, next_event=event,
                     next_token="t",
                 )  # fmt: skip

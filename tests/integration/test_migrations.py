@@ -52,14 +52,17 @@ def start_statement(execution_id: str, spec: Spec, now: float) -> Statement:
     )
 
 
+@pytest.mark.parametrize("previous", [0, LATEST - 1], ids=["before-versions", "previous"])
 def test_a_live_database_of_the_previous_release_is_migrated_and_finished(
-    rqlite_cluster_factory: Callable[..., LocalCluster], tmp_path: Path
+    rqlite_cluster_factory: Callable[..., LocalCluster], tmp_path: Path, previous: int
 ) -> None:
     cluster = rqlite_cluster_factory(3)
     database = open_database(cluster.urls)
     try:
-        # The previous release's schema: migration 1's statements, no version table.
-        execute(database, *MIGRATIONS[0].statements)
+        if previous == 0:  # raftflow 0.1: migration 1's statements, no version table
+            execute(database, *MIGRATIONS[0].statements)
+        else:  # the previous version, rows written as it wrote them (its columns only)
+            database.run(migrate(previous))
         spec = Spec(log_dir=str(tmp_path), steps=3)
         now = time.time()
         execute(database, *(start_statement(f"e{i}", spec, now) for i in (1, 2, 3)))
