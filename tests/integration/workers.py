@@ -64,6 +64,7 @@ def rotated_url(urls: Sequence[str], shift: int) -> str:
 def workers(
     app: str, urls: Sequence[str], count: int, log_dir: Path, **options: object
 ) -> Iterator[list[WorkerProcess]]:
+    log_dir.mkdir(parents=True, exist_ok=True)
     started = [
         WorkerProcess(app, rotated_url(urls, i), log_dir / f"worker-{i}.log", **options)
         for i in range(count)
