@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,14 +128,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         url = url or f"sqlite:///{os.path.join(folder, 'demo.db')}"
         print(f"raftflow demo: {args.executions} checkouts on {url}")
         demo.engine.connect(url)
-        started = time.perf_counter()
-        handles = [
-            demo.engine.start(demo.checkout, order) for order in demo.orders(args.executions)
-        ]
         with demo.engine.running_worker(concurrency=4):
-            receipts = [handle.result(timeout=60) for handle in handles]
-        elapsed = time.perf_counter() - started
-        _print_receipts(demo.engine, handles, receipts, elapsed)
+            demo.run(args.executions)
         demo.engine.close()
     return 0
 
@@ -170,11 +163,7 @@ def _demo_on_cluster(executions: int, workers: int) -> int:
                 )
             demo.engine.connect("http://" + ",".join(hosts))
             print(f"nodes: {', '.join(cluster.urls)}; leader: {cluster.leader().url}")
-            started = time.perf_counter()
-            handles = [demo.engine.start(demo.checkout, order) for order in demo.orders(executions)]
-            receipts = [handle.result(timeout=120) for handle in handles]
-            elapsed = time.perf_counter() - started
-            _print_receipts(demo.engine, handles, receipts, elapsed)
+            demo.run(executions)
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
@@ -185,26 +174,6 @@ def _demo_on_cluster(executions: int, workers: int) -> int:
                     process.kill()
             demo.engine.close()
     return 0
-
-
-def _print_receipts(
-    engine: Engine, handles: Sequence[Any], receipts: Sequence[Any], elapsed: float
-) -> None:
-    spread: dict[str, int] = {}
-    for handle, receipt in zip(handles, receipts):
-        steps = handle.steps()
-        for worker in receipt.workers:
-            spread[worker] = spread.get(worker, 0) + 1
-        print(
-            f"  {receipt.order_id}: {handle.status().value}, {len(steps)} steps "
-            f"[{', '.join(s.name for s in steps)}] -> {receipt.tracking} "
-            f"(ran on {', '.join(sorted(set(receipt.workers)))})"
-        )
-    total = sum(spread.values())
-    print(
-        f"{len(receipts)} executions, {total} steps, all succeeded in {elapsed:.2f}s; "
-        f"steps per worker: {dict(sorted(spread.items()))}"
-    )
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
