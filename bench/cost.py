@@ -92,6 +92,8 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                     "commit_id": uuid.uuid4().hex,
                     "parent_id": None,
                     "deadline": None,
+                    "lease_token": None,
+                    "lease_expiry": None,
                 },
             )
             for e in ids

@@ -65,6 +65,8 @@ def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
                 "commit_id": uuid.uuid4().hex,
                 "parent_id": None,
                 "deadline": None,
+                "lease_token": None,
+                "lease_expiry": None,
             },
         )
         statements.append([statement.sql, statement.params])

@@ -39,6 +39,8 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
             "commit_id": "c",
             "parent_id": None,
             "deadline": None,
+            "lease_token": None,
+            "lease_expiry": None,
         }
         db.execute(sql, params)
     db.execute("COMMIT")

@@ -73,6 +73,8 @@ class Host(Protocol):
 
     def keep_turn(self, activation: Activation) -> bool: ...
 
+    def finished(self, execution_id: str, status: Status) -> None: ...
+
 
 class Unwind(BaseException):
     """Ends a workflow run early: this worker no longer holds (or gives up) the lease.
@@ -387,9 +389,9 @@ class Activation:
             self.turn_steps += 1
             if outcome.next_seq is None:  # the outcome, or the end of the turn
                 self.held = False
-            else:
+            elif outcome.next_expiry is not None:  # a new message leased to us
                 self.lease = replace(
-                    self.lease, seq=outcome.next_seq, expires_at=outcome.next_expiry or 0.0
+                    self.lease, seq=outcome.next_seq, expires_at=outcome.next_expiry
                 )
         return outcome
 
@@ -407,7 +409,7 @@ class Activation:
     def conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
         self.held = False
         if outcome.applied and commit.status is not None:
-            self.host.hooks.after_execution(self.execution_id, commit.status)
+            self.host.finished(self.execution_id, commit.status)
         if not outcome.applied:
             log.warning(
                 "execution %s: outcome not recorded (%s); another worker holds it",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar, overload
 
 from raftflow.engine import primitives
-from raftflow.engine.backend import Backend, open_backend
+from raftflow.engine.backend import Backend, Claimed, open_backend
 from raftflow.engine.context import current_activation
 from raftflow.engine.drivers import adrive, drive
 from raftflow.engine.durable import DurableCalls
@@ -26,13 +26,15 @@ from raftflow.engine.errors import (
 from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
+from raftflow.engine.local import LocalWorkers
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.retry import Retry
 from raftflow.engine.steppath import call_step
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ExecutionRecord, Status
 from raftflow.stores.store import SqlStore
-from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.base import Lease
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_priority
 from raftflow.transports.transport import SqlTransport
 
 log = logging.getLogger("raftflow")
@@ -74,6 +76,8 @@ class Engine(DurableCalls):
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self.hooks: list[Hooks] = []
+        #: The workers this engine runs in this process (the start fast path, engine/local.py).
+        self.local = LocalWorkers()
         self._url = url
         self._options = options
         self.auto_migrate = auto_migrate
@@ -287,14 +291,38 @@ class Engine(DurableCalls):
             flow = primitives.start_child(run, definition, payload, execution_id, priority)
             return WorkflowHandle(self, drive(run, flow))
         execution_id = uuid.uuid4().hex if execution_id is None else execution_id
-        outcome = self.store.start(
-            execution_id,
-            definition.name,
-            payload,
-            priority=priority,
-            event=RUN,
-            timeout=definition.timeout,
-        )
+        check_priority(priority)
+        local = self.local.reserve(priority)  # a worker of this process with a free slot
+        token = None if local is None else f"{local.worker_id}:{uuid.uuid4().hex}"
+        try:
+            outcome = self.store.database.run(
+                self.store.flows.start(
+                    execution_id,
+                    definition.name,
+                    payload,
+                    priority,
+                    RUN,
+                    timeout=definition.timeout,
+                    lease_token=token,
+                    visibility=local.options.visibility if local is not None else 30.0,
+                )
+            )
+        except BaseException:
+            if local is not None:
+                local.unreserve()
+            raise
+        if local is not None:
+            if outcome.created and outcome.lease_seq is not None and token is not None:
+                lease = Lease(
+                    seq=outcome.lease_seq,
+                    group_id=execution_id,
+                    event=RUN,
+                    token=token,
+                    expires_at=outcome.lease_expiry or 0.0,
+                )
+                local.adopt(Claimed(lease, outcome.record, []))
+            else:
+                local.unreserve()
         if not outcome.created and outcome.record.workflow != definition.name:
             raise ExecutionConflictError(
                 f"execution {execution_id!r} exists and runs {outcome.record.workflow!r}, "

@@ -120,6 +120,22 @@ class Commit:
     wake_topic: str | None = None  # woken at once if a signal of this topic is unread
     wake_child: str | None = None  # woken at once if this child is finished
 
+    @property
+    def lean(self) -> bool:
+        """A step recorded within the worker's turn, and nothing else: its event stays
+        leased as it is, so the commit is a fenced INSERT of the record alone."""
+        return (
+            self.step_idx is not None
+            and self.step_kind in _LEAN_KINDS
+            and self.step_status in ("succeeded", "failed")
+            and self.step_attempts == 1
+            and self.step_attempt is None
+            and self.consume_signal is None
+            and self.status is Status.RUNNING
+            and self.next_token is not None
+            and self.park_until is None
+        )
+
     def row(self, now: float, expiry: float) -> dict[str, Any]:
         """The commit as one object of the batch's JSON array."""
         row = {name: getattr(self, name) for name in _ROW_FIELDS}
@@ -130,6 +146,9 @@ class Commit:
 
 
 _ROW_FIELDS = [name for name in Commit.__dataclass_fields__ if name != "status"]
+
+#: Calls whose record is always a new row, never the completion of a waiting one.
+_LEAN_KINDS = frozenset({"step", "sleep", "send", "child", "event"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,20 +186,51 @@ class EngineFlows:
             raise
 
     def commit(self, commits: Sequence[Commit], visibility: float) -> Flow[list[CommitOutcome]]:
-        """Many executions' commits as one statement (one round trip, one Raft entry), each
-        atomic on its own: a fenced one is skipped alone. A statement error that fails the
-        whole batch (not a lease lost: that skips a row) is retried commit by commit, so
-        only the culprit fails."""
+        """Many executions' commits in one request (one round trip, one Raft entry), each
+        atomic on its own: a fenced one is skipped alone.
+
+        A step recorded within a worker's turn (:attr:`Commit.lean`) is a row of one plain
+        fenced INSERT (``lean_commit``: about the cost of any single-row write); the others
+        go through the ``execution_commits`` view and its trigger (``commit``). A lean
+        commit refused while its lease still holds (a cancel waits) is sent again as a
+        full one, which ends the turn. A statement error that fails a whole batch (not a
+        lease lost: that skips a row) is retried commit by commit, so only the culprit
+        fails."""
         now = yield from self.queue.clock.now()
-        response = yield commit_request(commits, now, now + visibility)
-        outcomes = _outcomes(response, len(commits))
-        if response[0].error is None or len(commits) == 1:
-            return outcomes
-        outcomes = []
-        for commit in commits:
-            single = yield commit_request([commit], now, now + visibility)
-            outcomes.extend(_outcomes(single, 1))
-        return outcomes
+        expiry = now + visibility
+        lean = [c for c in commits if c.lean]
+        full = [c for c in commits if not c.lean]
+        lean_part = _lean_statements(lean, now)
+        full_part = commit_request(full, now, expiry).statements if full else ()
+        response = yield Request(lean_part + full_part, transaction=False)
+        split = len(lean_part)
+        outcomes: dict[str, CommitOutcome] = {}
+        resend: list[Commit] = []
+        if lean:
+            part = Response(Request(lean_part, False), response.results[:split], response.ambiguous)
+            undecided = _lean_outcomes(part, lean, outcomes)
+            if undecided:  # rare: zero rows, or an ambiguous attempt -- read what happened
+                params = {"commits": _batch(undecided, now, expiry)}
+                check = yield Request((STORE("lean_outcome", params),), level="strong")
+                rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
+                for position, commit in enumerate(undecided):
+                    row = rows.get(position) or {}
+                    if row.get("applied"):
+                        outcomes[commit.commit_id] = _lean_applied(commit)
+                    elif row.get("held"):
+                        resend.append(commit)
+                    else:
+                        outcomes[commit.commit_id] = CommitOutcome(False, error="lease lost")
+        if full:
+            part = Response(Request(full_part, False), response.results[split:], response.ambiguous)
+            if part[0].error is not None and len(full) > 1:
+                resend += full
+            else:
+                outcomes.update(zip((c.commit_id for c in full), _outcomes(part, len(full))))
+        for commit in resend:  # one by one: a statement error fails only its own commit
+            single = yield commit_request([commit], now, expiry)
+            outcomes[commit.commit_id] = _outcomes(single, 1)[0]
+        return [outcomes[c.commit_id] for c in commits]
 
     def extend(self, leases: Sequence[Lease], visibility: float) -> Flow[list[Lease | None]]:
         """Renew several leases in one request; None for each one that was lost."""
@@ -267,9 +317,50 @@ def claim_context(token: str, now: float) -> tuple[Statement, ...]:
 
 
 def commit_request(commits: Sequence[Commit], now: float, expiry: float) -> Request:
-    batch = json.dumps([commit.row(now, expiry) for commit in commits], separators=(",", ":"))
-    params = {"commits": batch}
+    """Full commits through the ``execution_commits`` view, and the read of each outcome."""
+    params = {"commits": _batch(commits, now, expiry)}
     return Request((STORE("commit", params), STORE("commit_outcome", params)), transaction=False)
+
+
+def _batch(commits: Sequence[Commit], now: float, expiry: float) -> str:
+    return json.dumps([commit.row(now, expiry) for commit in commits], separators=(",", ":"))
+
+
+def _lean_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, ...]:
+    """The lean commits' INSERT, and (for several) the read of which applied."""
+    if not commits:
+        return ()
+    params = {"commits": _batch(commits, now, 0.0)}
+    insert = STORE("lean_commit", params)
+    return (insert,) if len(commits) == 1 else (insert, STORE("lean_outcome", params))
+
+
+def _lean_outcomes(
+    response: Response, commits: Sequence[Commit], outcomes: dict[str, CommitOutcome]
+) -> list[Commit]:
+    """Decide what the lean commits' response tells; return those it does not."""
+    if response[0].error is not None:
+        return list(commits)  # a statement error: each is read, then resent in full
+    if len(commits) == 1:
+        (commit,) = commits
+        if response[0].rows_affected == 1:
+            outcomes[commit.commit_id] = _lean_applied(commit)
+            return []
+        return [commit]  # refused (lost, or a cancel waits) or an ambiguous retry
+    rows = {row["position"]: row for row in response[1].dicts()}
+    undecided = []
+    for position, commit in enumerate(commits):
+        row = rows.get(position) or {}
+        if row.get("applied"):
+            outcomes[commit.commit_id] = _lean_applied(commit)
+        else:
+            undecided.append(commit)
+    return undecided
+
+
+def _lean_applied(commit: Commit) -> CommitOutcome:
+    """The event stays leased as it was: same message, same deadline."""
+    return CommitOutcome(True, next_seq=commit.lease_seq, next_expiry=None)
 
 
 def _outcomes(response: Response, count: int) -> list[CommitOutcome]:

@@ -82,7 +82,8 @@ class WorkflowHandle(Generic[T]):
                     f"execution {self.id!r} is still {record.status.value} after {timeout}s"
                 )
             pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            time.sleep(pause)
+            # Between polls, wake at once if a worker of this process finishes something.
+            self.engine.local.wait(pause)
             delay = min(delay * 1.5, poll_interval)
 
     async def result_async(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:

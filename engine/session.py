@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -70,6 +71,9 @@ class Session:
         self.activations: set[Activation] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.committer = Committer(backend, self.options, self.stats)
+        self._reserved = 0  # slots promised to executions started in this process
+        self._reserve_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def round_trips(self) -> int:
@@ -78,6 +82,41 @@ class Session:
     def request_stop(self) -> None:
         """Thread-safe: stop claiming and drain."""
         self.loop.call_soon_threadsafe(self.stopping.set)
+
+    # -- the start fast path (engine/local.py) ---------------------------------------------
+
+    def reserve(self, priority: int) -> bool:
+        """Thread-safe: take a free slot for an execution this process is starting."""
+        with self._reserve_lock:
+            free = self.options.concurrency - len(self.tasks) - self._reserved
+            if free <= 0 or self.stopping.is_set() or priority < self.options.min_priority:
+                return False
+            self._reserved += 1
+            return True
+
+    def unreserve(self) -> None:
+        with self._reserve_lock:
+            self._reserved -= 1
+
+    def adopt(self, claimed: Claimed) -> None:
+        """Thread-safe: run an execution whose first event was published leased to us."""
+        self.loop.call_soon_threadsafe(self._adopt, claimed)
+
+    def _adopt(self, claimed: Claimed) -> None:
+        self.unreserve()
+        self.stats.adopted += 1
+        assert self._pool is not None
+        self._spawn(self._pool, claimed)
+
+    def _spawn(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
+        task = asyncio.create_task(self._handle(pool, claimed))
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def finished(self, execution_id: str, status: Status) -> None:
+        """An execution's outcome committed here: tell the hooks and local result() waiters."""
+        self.hooks.after_execution(execution_id, status)
+        self.worker.engine.local.finished()
 
     # -- Host: what an activation needs ---------------------------------------------------
 
@@ -107,14 +146,19 @@ class Session:
     async def run(self, on_ready: Callable[[], None] | None) -> None:
         worker_id, options = self.worker_id, self.options
         pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="raftflow-workflow")
+        self._pool = pool
         committer = asyncio.create_task(self.committer.run(), name="raftflow-committer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
         log.info("worker %s started (concurrency %d)", worker_id, options.concurrency)
         try:
             await self.backend.run(self.backend.queue.clock.now())  # sync the clock first
+            self.worker.engine.local.add(self)
             if on_ready is not None:
                 on_ready()
-            await self._claim_loop(pool)
+            try:
+                await self._claim_loop(pool)
+            finally:
+                self.worker.engine.local.remove(self)
             await self._drain()
         finally:
             for task in (committer, heartbeat):
@@ -138,7 +182,7 @@ class Session:
         poll = options.poll_interval
         idle = True
         while not self.stopping.is_set():
-            free = options.concurrency - len(self.tasks)
+            free = options.concurrency - len(self.tasks) - self._reserved
             if free <= 0:
                 self.slot_freed.clear()
                 await self._until(self.slot_freed, None)
@@ -171,9 +215,7 @@ class Session:
                 continue
             poll = options.poll_interval
             for item in claimed:
-                task = asyncio.create_task(self._handle(pool, item))
-                self.tasks.add(task)
-                task.add_done_callback(self._task_done)
+                self._spawn(pool, item)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
@@ -248,7 +290,7 @@ class Session:
         outcome = await self.commit(commit)
         if outcome.applied:
             log.info("execution %s cancelled (%s)", lease.group_id, reason)
-            self.hooks.after_execution(lease.group_id, Status.CANCELLED)
+            self.finished(lease.group_id, Status.CANCELLED)
 
     async def _hand_back(self, lease: Lease, cause: BaseException) -> None:
         """Give an execution back after a failure outside user code, with a back-off that

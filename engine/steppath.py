@@ -165,7 +165,9 @@ def wait_until(
     if remaining <= SHORT_WAIT and wake_topic is None and wake_child is None:
         if run.staged is not None:
             yield from flush(run)
-        yield Pause(remaining)
+        # Until the cluster's clock says so: a resync may move it while we wait.
+        while (remaining := deadline - run.now()) > 0:
+            yield Pause(remaining)
         return
     yield from suspend(run, deadline, wake_topic=wake_topic, wake_child=wake_child)
 

@@ -85,6 +85,7 @@ class WorkerStats:
     fenced: int = 0
     executions_finished: int = 0
     handed_back: int = 0
+    adopted: int = 0  # executions started in this process and handed over in memory
 
 
 class Worker:

@@ -115,6 +115,9 @@ class StartOutcome:
 
     record: ExecutionRecord
     created: bool
+    #: With a leased start (the engine's fast path): the first event's message and deadline.
+    lease_seq: int | None = None
+    lease_expiry: float | None = None
 
 
 @runtime_checkable

@@ -62,6 +62,8 @@ class StoreFlows:
         *,
         parent_id: str | None = None,
         timeout: float | None = None,
+        lease_token: str | None = None,
+        visibility: float = 30.0,
     ) -> Flow[StartOutcome]:
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
@@ -80,21 +82,31 @@ class StoreFlows:
             "commit_id": commit_id,
             "parent_id": parent_id,
             "deadline": None if timeout is None else now + timeout,
+            "lease_token": lease_token,
+            "lease_expiry": None if lease_token is None else now + visibility,
         }
-        response = yield Request(
-            (
-                QUERIES("start", params),
-                QUERIES("started", {"commit_id": commit_id, "id": execution_id}),
-                QUERIES("get", {"id": execution_id}),
-            ),
-            transaction=True,
-        )
+        statements = [
+            QUERIES("start", params),
+            QUERIES("started", {"commit_id": commit_id, "id": execution_id}),
+            QUERIES("get", {"id": execution_id}),
+        ]
+        if lease_token is not None:
+            statements.append(
+                QUERIES("start_lease", {"id": execution_id, "lease_token": lease_token})
+            )
+        response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
         created = response[1].first()
         record = response[2].first()
         if record is None or created is None:
             raise InvalidArgumentError(f"execution {execution_id!r} could not be started")
-        return StartOutcome(execution_from_row(record), created=bool(created["created"]))
+        lease = response[3].first() if lease_token is not None else None
+        return StartOutcome(
+            execution_from_row(record),
+            created=bool(created["created"]),
+            lease_seq=None if lease is None else int(lease["seq"]),
+            lease_expiry=None if lease is None else float(lease["lock_expiry"]),
+        )
 
     def get(self, execution_id: str) -> Flow[ExecutionRecord | None]:
         check_id(execution_id, what="execution_id")

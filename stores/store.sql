@@ -6,8 +6,11 @@
 -- transports/migrations/.
 
 -- name: fragment.execution_columns
+-- steps_done is counted: a step committed within a worker's turn does not touch the row.
 id, workflow, status, input, output, error, priority, created_at, updated_at, completed_at,
-steps_done, parent_id, cancel_reason, deadline
+(SELECT COUNT(*) FROM steps AS s
+ WHERE s.execution_id = executions.id AND s.status IN ('succeeded', 'failed')) AS steps_done,
+parent_id, cancel_reason, deadline
 
 -- name: fragment.step_columns
 execution_id, idx, name, status, output, error, started_at, ended_at, worker_id, kind,
@@ -15,8 +18,13 @@ attempts, wake_at, history
 
 -- name: start
 INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,
-                              parent_id, deadline)
-VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id, :deadline);
+                              parent_id, deadline, lease_token, lease_expiry)
+VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id, :deadline,
+        :lease_token, :lease_expiry);
+
+-- name: start_lease
+-- The first event of a start that leased it (the fast path): which message it is.
+SELECT seq, lock_expiry FROM messages WHERE group_id = :id AND locked_by = :lease_token;
 
 -- name: started
 -- Whether this start created the execution (its commit id) or found it already there.
@@ -49,6 +57,41 @@ SELECT
   json_extract(c.value, '$.consume_signal'), json_extract(c.value, '$.park_until'),
   json_extract(c.value, '$.wake_topic'), json_extract(c.value, '$.wake_child')
 FROM json_each(:commits) AS c;
+
+-- name: fragment.lean_step_values
+-- A step's record from the object `c` of a commit batch (the lean commits below).
+json_extract(c.value, '$.execution_id'), json_extract(c.value, '$.step_idx'),
+json_extract(c.value, '$.step_name'), json_extract(c.value, '$.step_status'),
+json_extract(c.value, '$.step_output'), json_extract(c.value, '$.step_error'),
+json_extract(c.value, '$.step_started_at'), json_extract(c.value, '$.now'),
+json_extract(c.value, '$.worker_id'), json_extract(c.value, '$.step_kind'),
+json_extract(c.value, '$.step_wake_at'), json_extract(c.value, '$.commit_id')
+
+-- name: fragment.lean_fence
+-- The lease still holds and no cancel waits: a cancelled execution's step takes the full
+-- commit, which also ends the worker's turn.
+EXISTS (SELECT 1 FROM messages AS m WHERE m.seq = json_extract(c.value, '$.lease_seq')
+        AND m.locked_by = json_extract(c.value, '$.lease_token'))
+AND (SELECT e.cancel_reason FROM executions AS e
+     WHERE e.id = json_extract(c.value, '$.execution_id')) IS NULL
+
+-- name: lean_commit
+-- The checkpoint of a step within a worker's turn: one plain INSERT, no view, no trigger
+-- (migration 3). Its event stays leased to the worker as it is.
+INSERT OR IGNORE INTO steps (execution_id, idx, name, status, output, error, started_at,
+                             ended_at, worker_id, kind, wake_at, commit_id)
+SELECT {{fragment.lean_step_values}}
+FROM json_each(:commits) AS c WHERE {{fragment.lean_fence}};
+
+-- name: lean_outcome
+-- Which lean commits applied (now or in an earlier attempt), and whose lease still holds.
+SELECT c.key AS position, s.commit_id = json_extract(c.value, '$.commit_id') AS applied,
+       m.seq IS NOT NULL AS held
+FROM json_each(:commits) AS c
+LEFT JOIN steps AS s ON s.execution_id = json_extract(c.value, '$.execution_id')
+                    AND s.idx = json_extract(c.value, '$.step_idx')
+LEFT JOIN messages AS m ON m.seq = json_extract(c.value, '$.lease_seq')
+                       AND m.locked_by = json_extract(c.value, '$.lease_token');
 
 -- name: commit_outcome
 -- Read in the same request as the commit: did each commit apply (now or in an earlier

@@ -71,6 +71,10 @@ class ClusterClock:
         self._local = local_time
         self._anchor: tuple[float, float] | None = None  # (reference time, local time)
         self.uncertainty = float("inf")  # half the round trip of the last sync
+        # Never backwards: a resync that finds the leader behind our extrapolation (or a
+        # new leader whose clock is) holds the time until it catches up, so that a
+        # deadline computed earlier never comes to look later, nor a wait end early.
+        self._last = float("-inf")
 
     def now(self) -> Flow[float]:
         anchor = self._anchor
@@ -86,13 +90,19 @@ class ClusterClock:
             self._anchor = anchor = (float(row["now"]), midpoint)
             self.uncertainty = (after - before) / 2
             local = self._local()
-        return anchor[0] + (local - anchor[1])
+        return self._forward(anchor[0] + (local - anchor[1]))
 
     def estimate(self) -> float:
         anchor = self._anchor
         if anchor is None:
             return time.time()
-        return anchor[0] + (self._local() - anchor[1])
+        return self._forward(anchor[0] + (self._local() - anchor[1]))
+
+    def _forward(self, value: float) -> float:
+        if value < self._last:
+            return self._last
+        self._last = value
+        return value
 
     def __repr__(self) -> str:
         return f"ClusterClock(resync={self._resync})"

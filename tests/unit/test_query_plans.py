@@ -28,6 +28,9 @@ HOT_PATH = [
     (STORE, "start"),
     (STORE, "commit"),
     (STORE, "commit_outcome"),
+    (STORE, "lean_commit"),
+    (STORE, "lean_outcome"),
+    (STORE, "start_lease"),
     (STORE, "mark_claimed_running"),
     (STORE, "claimed_executions"),
     (STORE, "claimed_steps"),
@@ -70,6 +73,8 @@ PARAMS = {
         [
             "parent_id",
             "deadline",
+            "lease_token",
+            "lease_expiry",
             "workflow",
             "input",
             "lease_seq",

@@ -79,20 +79,27 @@ DROP VIEW execution_starts;
 
 -- name: starts.view
 -- Inserting a row here starts an execution: its record and its first event, atomically.
--- Idempotent: an id that exists is left alone (engine.start(..., execution_id=...)).
+-- Idempotent: an id that exists is left alone (engine.start(..., execution_id=...)). With
+-- lease_token the first event is published already leased, to a worker of the process
+-- that starts it (no poll, no claim: the start fast path of engine/app.py).
 CREATE VIEW execution_starts AS SELECT
   NULL AS id, NULL AS workflow, NULL AS input, NULL AS priority, NULL AS event,
-  NULL AS now, NULL AS commit_id, NULL AS parent_id, NULL AS deadline;
+  NULL AS now, NULL AS commit_id, NULL AS parent_id, NULL AS deadline,
+  NULL AS lease_token, NULL AS lease_expiry;
 
 -- name: starts.trigger
 CREATE TRIGGER execution_start INSTEAD OF INSERT ON execution_starts BEGIN
   SELECT RAISE(IGNORE) WHERE EXISTS (SELECT 1 FROM executions WHERE id = NEW.id);
   INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
                           commit_id, parent_id, deadline)
-    VALUES (NEW.id, NEW.workflow, 'pending', NEW.input, NEW.priority, NEW.now, NEW.now,
+    VALUES (NEW.id, NEW.workflow,
+            CASE WHEN NEW.lease_token IS NULL THEN 'pending' ELSE 'running' END,
+            NEW.input, NEW.priority, NEW.now, NEW.now,
             NEW.commit_id, NEW.parent_id, NEW.deadline);
-  INSERT INTO messages (group_id, event, priority, published_at)
-    VALUES (NEW.id, NEW.event, NEW.priority, NEW.now);
+  INSERT INTO messages (group_id, event, priority, published_at, locked_by, lock_expiry,
+                        attempts)
+    VALUES (NEW.id, NEW.event, NEW.priority, NEW.now, NEW.lease_token, NEW.lease_expiry,
+            NEW.lease_token IS NOT NULL);
 END;
 
 -- name: commits.drop_trigger
