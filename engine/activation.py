@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import traceback
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
@@ -75,6 +76,11 @@ class Host(Protocol):
 
     def finished(self, execution_id: str, status: Status) -> None: ...
 
+    @property
+    def sticky(self) -> bool:
+        """Whether runs may wait suspended for their next turn (a continuation cache)."""
+        ...
+
 
 class Unwind(BaseException):
     """Ends a workflow run early: this worker no longer holds (or gives up) the lease.
@@ -112,6 +118,7 @@ class Activation:
         self.workflow = workflow
         self.record = claimed.execution
         self.recorded = {step.idx: step for step in claimed.steps}
+        self.last_index = max(self.recorded, default=-1)
         self.signals = {signal.seq: signal for signal in claimed.signals}  # unread
         self.children = dict(claimed.children)
         # The loop's side.
@@ -127,6 +134,13 @@ class Activation:
         self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
         #: Set when the run gave up for a reason outside user code: hand the lease back.
         self.failure: BaseException | None = None
+        # Turns (sticky continuation): the worker awaits ``turn``, which the run resolves
+        # with "suspended" when it waits for its next turn, or "done" when it ends.
+        self.turn: asyncio.Future[str] | None = None
+        self.commit_id: str | None = claimed.execution.commit_id  # the last full commit
+        self._wake = threading.Event()  # a sync run waits on it while suspended
+        self._awake: asyncio.Future[bool] | None = None  # an async run awaits it
+        self._resumed = False
 
     @property
     def execution_id(self) -> str:
@@ -167,8 +181,6 @@ class Activation:
                 f"{record.kind} {record.name!r} but the workflow now calls {kind} {name!r}"
             )
             raise self.fatal
-        if (record is None or not record.done) and not self.held:
-            raise Unwind()  # the turn ended: the next claimer runs this call
         return index, record
 
     def result(self, step: StepDef, record: StepRecord, cause: Exception | None = None) -> Any:
@@ -290,6 +302,7 @@ class Activation:
         )
         self.staged = Staged(record, output, error, attempt, consume_signal)
         self.recorded[index] = record
+        self.last_index = max(self.last_index, index)
         return record
 
     def take_staged(self, **outcome: Any) -> Commit:
@@ -387,6 +400,8 @@ class Activation:
             self.committing = False
         if outcome.applied:
             self.turn_steps += 1
+            if not commit.lean:
+                self.commit_id = commit.commit_id
             if outcome.next_seq is None:  # the outcome, or the end of the turn
                 self.held = False
             elif outcome.next_expiry is not None:  # a new message leased to us
@@ -431,6 +446,64 @@ class Activation:
                 exc_info=not isinstance(cause, RaftflowError),  # a bug's traceback, not a timeout's
             )
         return Unwind()
+
+    # -- turns: suspended between them, resumed in memory --------------------------------
+
+    def end_turn(self, how: str) -> None:
+        """Thread-safe: tell the worker this turn is over ("suspended" or "done")."""
+        self.host.loop.call_soon_threadsafe(self._end_turn, how)
+
+    def _end_turn(self, how: str) -> None:
+        if self.turn is not None and not self.turn.done():
+            self.turn.set_result(how)
+
+    def can_suspend(self) -> bool:
+        return self.failure is None and self.fatal is None and self.host.sticky
+
+    def suspend(self) -> bool:
+        """In a sync run's thread: wait for the next turn; True to go on, False to unwind."""
+        if not self.can_suspend():
+            return False
+        self._wake.clear()
+        self.end_turn("suspended")
+        self._wake.wait()
+        return self._resumed
+
+    async def asuspend(self) -> bool:
+        """In an async run's task: wait for the next turn; True to go on, False to unwind."""
+        if not self.can_suspend():
+            return False
+        self._awake = self.host.loop.create_future()
+        self.end_turn("suspended")
+        return await self._awake
+
+    def fingerprint(self) -> tuple[str | None, int]:
+        """What the execution's row says when nothing happened since this run's turn: the
+        last full commit, and the last recorded call."""
+        return self.commit_id, self.last_index
+
+    def resume(self, claimed: Claimed) -> None:
+        """On the loop: the worker claimed the execution again and found it unchanged."""
+        assert claimed.execution is not None
+        self.lease = claimed.lease
+        self.record = claimed.execution
+        self.signals = {signal.seq: signal for signal in claimed.signals}
+        self.children = dict(claimed.children)
+        self.held, self.turn_steps = True, 0
+        self.turn = self.host.loop.create_future()
+        self._wake_up(True)
+
+    def discard(self) -> None:
+        """On the loop: the continuation is given up; its run unwinds."""
+        self._wake_up(False)
+
+    def _wake_up(self, resumed: bool) -> None:
+        self._resumed = resumed
+        if self.is_async:
+            if self._awake is not None and not self._awake.done():
+                self._awake.set_result(resumed)
+        else:
+            self._wake.set()
 
     def wait(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the worker's loop from a workflow thread and wait for it."""

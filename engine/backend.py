@@ -48,6 +48,9 @@ from raftflow.transports.schema import ensure
 
 T = TypeVar("T")
 
+#: Calls of an execution's history read per page (the claim reads the first page).
+HISTORY_PAGE = 1000
+
 
 @dataclass(frozen=True, slots=True)
 class Signal:
@@ -169,11 +172,22 @@ class EngineFlows:
         self.store = store
 
     def claim(
-        self, worker_id: str, visibility: float, limit: int, min_priority: int
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int,
+        cached: dict[str, tuple[str | None, int]] | None = None,
     ) -> Flow[list[Claimed]]:
-        """The queue's claim, with the store's context reads in the same transaction."""
+        """The queue's claim, with the store's context reads in the same transaction:
+        what the replays need -- except the history of executions whose continuation the
+        worker keeps (``cached``: their fingerprints) and finds unchanged."""
+
+        def context(token: str, now: float) -> tuple[Statement, ...]:
+            return claim_context(token, now, cached or {})
+
         claim = yield from self.queue.claim(
-            worker_id, visibility, limit, min_priority, context=claim_context, track=False
+            worker_id, visibility, limit, min_priority, context=context, track=False
         )
         try:
             return _claimed(claim.leases, claim.response)
@@ -184,6 +198,20 @@ class EngineFlows:
                 transaction=False,
             )
             raise
+
+    def history(
+        self, execution_id: str, have: list[StepRecord], last: int
+    ) -> Flow[list[StepRecord]]:
+        """The calls ``0..last`` of an execution, reading in pages what ``have`` lacks."""
+        steps = list(have)
+        while len(steps) <= last:
+            params = {"id": execution_id, "first": len(steps), "page": HISTORY_PAGE}
+            response = yield Request((STORE("steps_page", params),), level="strong")
+            page = [step_from_row(row) for row in response.raise_for_errors()[0].dicts()]
+            if not page:
+                break
+            steps.extend(page)
+        return steps
 
     def commit(self, commits: Sequence[Commit], visibility: float) -> Flow[list[CommitOutcome]]:
         """Many executions' commits in one request (one round trip, one Raft entry), each
@@ -305,8 +333,15 @@ def _claimed(leases: list[Lease], response: Response) -> list[Claimed]:
     ]
 
 
-def claim_context(token: str, now: float) -> tuple[Statement, ...]:
-    params = {"token": token, "now": now}
+def claim_context(
+    token: str, now: float, cached: dict[str, tuple[str | None, int]] | None = None
+) -> tuple[Statement, ...]:
+    params = {
+        "token": token,
+        "now": now,
+        "page": HISTORY_PAGE,
+        "cached": json.dumps(cached or {}, separators=(",", ":")),
+    }
     return (
         STORE("mark_claimed_running", params),
         STORE("claimed_executions", params),

@@ -33,6 +33,7 @@ from raftflow.engine.steppath import (
     RunStep,
     SendCommit,
     StepFlow,
+    Suspend,
     run_workflow,
 )
 from raftflow.stores.errors import StoreError
@@ -58,15 +59,21 @@ async def adrive(run: Activation, flow: StepFlow[T]) -> T:
 
 
 def run_sync(run: Activation) -> None:
-    """A sync workflow's whole run, in a worker thread."""
-    with suppress(Unwind):
-        drive(run, run_workflow(run))
+    """A sync workflow's whole run (all its turns), in a thread of its own."""
+    try:
+        with suppress(Unwind):
+            drive(run, run_workflow(run))
+    finally:
+        run.end_turn("done")
 
 
 async def run_async(run: Activation) -> None:
-    """An async workflow's whole run, on the worker's loop."""
-    with suppress(Unwind):
-        await adrive(run, run_workflow(run))
+    """An async workflow's whole run (all its turns), as a task on the worker's loop."""
+    try:
+        with suppress(Unwind):
+            await adrive(run, run_workflow(run))
+    finally:
+        run.end_turn("done")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,8 @@ def _perform(run: Activation, command: Command) -> Any:
         return run.wait(run.commit(command.commit))
     if isinstance(command, Pause):
         return time.sleep(command.seconds)
+    if isinstance(command, Suspend):
+        return run.suspend()
     outcome = Outcome()
     if isinstance(command, Io):
         with _refusals(run, outcome):
@@ -108,6 +117,8 @@ async def _aperform(run: Activation, command: Command) -> Any:
         return await run.commit(command.commit)
     if isinstance(command, Pause):
         return await asyncio.sleep(command.seconds)
+    if isinstance(command, Suspend):
+        return await run.asuspend()
     outcome = Outcome()
     if isinstance(command, Io):
         with _refusals(run, outcome):

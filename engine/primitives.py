@@ -34,7 +34,7 @@ from raftflow.engine.errors import (
 )
 from raftflow.engine.events import RUN
 from raftflow.engine.registry import Registry, WorkflowDef
-from raftflow.engine.steppath import Io, Outcome, StepFlow, begin, suspend, wait_until
+from raftflow.engine.steppath import Io, Outcome, StepFlow, call_begin, suspend, wait_until
 from raftflow.stores.base import ErrorInfo, StartOutcome, Status, StepRecord
 from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError, StoreError
 from raftflow.transports.payload import to_json
@@ -45,8 +45,7 @@ FOREVER = 10 * 365 * 86400.0
 
 def sleep(run: Activation, seconds: float) -> StepFlow[None]:
     """Sleep until a wake time recorded the first time: a replay waits only what remains."""
-    yield from begin(run)
-    index, record = run.next_call("sleep", "sleep")
+    index, record = yield from call_begin(run, "sleep", "sleep")
     if record is None:
         record = run.stage(index, "sleep", "sleep", "succeeded", wake_at=run.now() + seconds)
     yield from wait_until(run, record.wake_at or 0.0)
@@ -54,24 +53,25 @@ def sleep(run: Activation, seconds: float) -> StepFlow[None]:
 
 def recv(run: Activation, topic: str, timeout: float | None) -> StepFlow[Any]:
     """The oldest unread message of ``topic``, or None once ``timeout`` has passed."""
-    yield from begin(run)
-    index, record = run.next_call("recv", topic)
+    index, record = yield from call_begin(run, "recv", topic)
     if record is not None and record.done:
         return record.output
     deadline = record.wake_at if record is not None and record.wake_at else _deadline(run, timeout)
     started = None if record is None else record.started_at
-    signal = run.take_signal(topic)
-    if signal is not None:
-        output = to_json(signal.payload, what="message")
-        run.stage(index, "recv", topic, "succeeded", output=output, started=started,
-                  consume_signal=signal.seq)  # fmt: skip
-        return signal.payload
-    if run.now() >= deadline:
-        run.stage(index, "recv", topic, "succeeded", output="null", started=started)
-        return None
-    if record is None:
-        run.stage(index, "recv", topic, "waiting", wake_at=deadline)
-    yield from suspend(run, deadline, wake_topic=topic)
+    while True:
+        signal = run.take_signal(topic)
+        if signal is not None:
+            output = to_json(signal.payload, what="message")
+            run.stage(index, "recv", topic, "succeeded", output=output, started=started,
+                      consume_signal=signal.seq)  # fmt: skip
+            return signal.payload
+        if run.now() >= deadline:
+            run.stage(index, "recv", topic, "succeeded", output="null", started=started)
+            return None
+        if record is None:
+            record = run.stage(index, "recv", topic, "waiting", wake_at=deadline)
+            started = record.started_at
+        yield from suspend(run, deadline, wake_topic=topic)
 
 
 def send(
@@ -79,8 +79,7 @@ def send(
 ) -> StepFlow[None]:
     """Send from a workflow: recorded, and idempotent by a key derived from this call, so
     a replay never sends twice."""
-    yield from begin(run)
-    index, record = run.next_call("send", execution_id)
+    index, record = yield from call_begin(run, "send", execution_id)
     if record is None:
         key = key or f"{run.execution_id}/{index}"
         outcome: Outcome = yield Io(run.host.store.send(execution_id, message, topic, key))
@@ -96,8 +95,7 @@ def start_child(
     priority: int,
 ) -> StepFlow[str]:
     """Start a child execution once (its id is ``<parent>/<index>`` unless given)."""
-    yield from begin(run)
-    index, record = run.next_call("child", definition.name)
+    index, record = yield from call_begin(run, "child", definition.name)
     if record is None:
         child_id = execution_id or f"{run.execution_id}/{index}"
         flow = run.host.store.start(
@@ -125,12 +123,13 @@ def start_child(
 
 def wait_child(run: Activation, child_id: str, timeout: float | None) -> StepFlow[Any]:
     """Wait for a child's outcome: its output, or its failure or cancel raised here."""
-    yield from begin(run)
-    index, record = run.next_call("wait", child_id)
-    if record is None or not record.done:
-        deadline = record.wake_at if record is not None and record.wake_at else None
-        deadline = deadline or _deadline(run, timeout)
-        started = None if record is None else record.started_at
+    index, record = yield from call_begin(run, "wait", child_id)
+    if record is not None and not record.done:
+        started: float | None = record.started_at
+        deadline = record.wake_at or _deadline(run, timeout)
+    else:
+        started, deadline = None, _deadline(run, timeout)
+    while record is None or not record.done:
         child = run.children.get(child_id)
         if child is not None and child.status.is_final:
             result = {
@@ -143,14 +142,13 @@ def wait_child(run: Activation, child_id: str, timeout: float | None) -> StepFlo
             record = run.stage(index, "wait", child_id, "succeeded", output=output, started=started)
         elif run.now() >= deadline:
             error = ErrorInfo("ResultTimeoutError", f"child {child_id!r} did not finish in time")
-            run.stage(index, "wait", child_id, "failed", started=started,
-                      error=to_json(error.to_json(), what="timeout"))  # fmt: skip
-            raise ResultTimeoutError(error.message)
+            record = run.stage(index, "wait", child_id, "failed", started=started,
+                               error=to_json(error.to_json(), what="timeout"))  # fmt: skip
         else:
             if record is None:
-                run.stage(index, "wait", child_id, "waiting", wake_at=deadline)
+                record = run.stage(index, "wait", child_id, "waiting", wake_at=deadline)
+                started = record.started_at
             yield from suspend(run, deadline, wake_child=child_id)
-            raise AssertionError("suspend() unwinds")  # pragma: no cover
     if not record.succeeded:
         raise ResultTimeoutError((record.error or ErrorInfo("Error", "")).message)
     return child_outcome(child_id, record.output, run.host.registry)
@@ -158,8 +156,7 @@ def wait_child(run: Activation, child_id: str, timeout: float | None) -> StepFlo
 
 def set_event(run: Activation, key: str, value: Any) -> StepFlow[None]:
     """Publish the latest value of ``key`` for anyone polling ``get_event``."""
-    yield from begin(run)
-    index, record = run.next_call("event", key)
+    index, record = yield from call_begin(run, "event", key)
     if record is None:
         outcome: Outcome = yield Io(run.host.store.set_event(run.execution_id, key, value))
         record = _stage_outcome(run, index, "event", key, outcome, None)

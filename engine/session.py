@@ -20,10 +20,11 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftflow.engine.activation import Activation, cancelled_error
 from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
@@ -71,6 +72,9 @@ class Session:
         self.activations: set[Activation] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.committer = Committer(backend, self.options, self.stats)
+        #: Suspended runs kept for their next turn (sticky continuation), by execution id.
+        self.continuations: OrderedDict[str, Activation] = OrderedDict()
+        self._runs: set[asyncio.Task[None]] = set()  # async runs (they outlive a turn)
         self._reserved = 0  # slots promised to executions started in this process
         self._reserve_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -145,7 +149,9 @@ class Session:
 
     async def run(self, on_ready: Callable[[], None] | None) -> None:
         worker_id, options = self.worker_id, self.options
-        pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="raftflow-workflow")
+        # A sync run keeps its thread while it waits, suspended, for its next turn.
+        threads = options.concurrency + options.sticky_cache
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="raftflow-workflow")
         self._pool = pool
         committer = asyncio.create_task(self.committer.run(), name="raftflow-committer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
@@ -164,6 +170,9 @@ class Session:
             for task in (committer, heartbeat):
                 task.cancel()
             await asyncio.gather(committer, heartbeat, return_exceptions=True)
+            for activation in self.continuations.values():
+                activation.discard()
+            self.continuations.clear()
             pool.shutdown(wait=False, cancel_futures=True)
             await self.backend.close()
             stats = self.stats
@@ -195,8 +204,9 @@ class Session:
                         await self._until(self.stopping, poll)
                         poll = min(poll * 2, options.max_poll_interval)
                         continue
+                fingerprints = {eid: a.fingerprint() for eid, a in self.continuations.items()}
                 claim = self.backend.flows.claim(
-                    self.worker_id, options.visibility, free, options.min_priority
+                    self.worker_id, options.visibility, free, options.min_priority, fingerprints
                 )
                 claimed = await self.backend.run(claim)
             except FATAL_ERRORS:
@@ -259,24 +269,60 @@ class Session:
                 )
                 return
             if isinstance(event, RunEvent):
-                await self._run(pool, Activation(self, workflow, claimed))
+                last = -1 if record.last_idx is None else record.last_idx
+                kept = self.continuations.pop(record.id, None)
+                if kept is not None:
+                    if kept.fingerprint() == (record.commit_id, last) and kept.workflow is workflow:
+                        self.stats.resumed += 1
+                        kept.resume(claimed)
+                        await self._turn(kept)
+                        return
+                    kept.discard()  # another worker ran it meanwhile: replay
+                if len(claimed.steps) <= last:  # a long history: read the rest in pages
+                    flow = self.backend.flows.history(record.id, claimed.steps, last)
+                    claimed = replace(claimed, steps=await self.backend.run(flow))
+                activation = Activation(self, workflow, claimed)
+                activation.turn = self.loop.create_future()
+                if activation.is_async:
+                    self._start_task(run_async(activation))
+                else:
+                    pool.submit(run_sync, activation)
+                await self._turn(activation)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("execution %s: the worker failed to run it", lease.group_id)
             await self._hand_back(lease, exc)
 
-    async def _run(self, pool: ThreadPoolExecutor, activation: Activation) -> None:
+    async def _turn(self, activation: Activation) -> None:
+        """One turn of a run: until it ends ("done") or waits for its next ("suspended",
+        kept in memory, holding no slot, to be resumed without a replay)."""
+        assert activation.turn is not None
         self.activations.add(activation)
         try:
-            if activation.is_async:
-                await run_async(activation)
-            else:
-                await self.loop.run_in_executor(pool, run_sync, activation)
+            how = await activation.turn
         finally:
             self.activations.discard(activation)
+        if how == "suspended":
+            self._keep(activation)
         if activation.failure is not None:
             await self._hand_back(activation.lease, activation.failure)
+
+    def _keep(self, activation: Activation) -> None:
+        """Keep a suspended run, least recently used out first (its run then unwinds)."""
+        self.continuations[activation.execution_id] = activation
+        while len(self.continuations) > self.options.sticky_cache:
+            _, oldest = self.continuations.popitem(last=False)
+            oldest.discard()
+
+    def _start_task(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(coroutine)
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+
+    @property
+    def sticky(self) -> bool:
+        return self.options.sticky_cache > 0
 
     async def _cancel(self, lease: Lease, reason: str) -> None:
         commit = Commit(

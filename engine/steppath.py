@@ -35,6 +35,7 @@ from raftflow.engine.activation import Activation, Unwind
 from raftflow.engine.backend import Commit
 from raftflow.engine.context import StepInfo
 from raftflow.engine.registry import StepDef
+from raftflow.stores.base import StepRecord
 from raftflow.transports.flow import Flow
 
 T = TypeVar("T")
@@ -74,6 +75,12 @@ class Pause:
 
 
 @dataclass(frozen=True, slots=True)
+class Suspend:
+    """The worker's turn is over: keep this run suspended until the worker claims the
+    execution again (the reply is True: go on) or gives the continuation up (False)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Io:
     """Run a database flow on the worker's connection; the reply is an :class:`Outcome`
     (a refusal such as "no such execution" is its error; a failure of the database is not:
@@ -82,7 +89,7 @@ class Io:
     flow: Flow[Any]
 
 
-Command = InvokeWorkflow | RunStep | SendCommit | Pause | Io
+Command = InvokeWorkflow | RunStep | SendCommit | Pause | Suspend | Io
 StepFlow = Generator[Command, Any, T]
 
 
@@ -107,8 +114,7 @@ def call_step(
 ) -> StepFlow[Any]:
     """One step call from workflow code: replayed from its record, or run (attempt after
     attempt, per its ``Retry``) and staged."""
-    yield from begin(run)
-    index, record = run.next_call("step", step.name)
+    index, record = yield from call_begin(run, "step", step.name)
     while record is None or not record.done:
         if record is not None:  # retrying: the next attempt is due at wake_at
             yield from wait_until(run, record.wake_at or 0.0)
@@ -130,22 +136,35 @@ def call_step(
     return run.result(step, record)
 
 
-def begin(run: Activation) -> StepFlow[None]:
-    """Before a new call: commit the previous call's record; past the workflow's deadline,
-    end the run as cancelled instead."""
+def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, StepRecord | None]]:
+    """Begin a call: commit the previous call's record (past the workflow's deadline, end
+    the run as cancelled instead), find the call's position and record, and make sure this
+    worker holds the execution before it does anything new there."""
     if run.deadline_passed() and run.held:
         commit = run.cancel_commit("timeout")
         run.conclude(commit, (yield SendCommit(commit)))
         raise Unwind()
     if run.staged is not None:
         yield from flush(run)
+    index, record = run.next_call(kind, name)
+    if (record is None or not record.done) and not run.held:
+        yield from await_turn(run)
+    return index, record
 
 
 def flush(run: Activation) -> StepFlow[None]:
-    """Commit the staged record now; the run goes on if its turn does, else it unwinds
-    (the next claimer replays to here)."""
+    """Commit the staged record now; the run goes on in its turn, or waits for the next."""
     run.check_applied((yield SendCommit(run.take_staged())))
     if not run.held:
+        yield from await_turn(run)
+
+
+def await_turn(run: Activation) -> StepFlow[None]:
+    """The worker's turn ended (or the run parked): suspend until the worker claims the
+    execution again and finds nothing changed, then go on in memory -- no replay. If it
+    gives the continuation up instead (another worker ran it, the cache evicted it, the
+    worker stops), unwind: whoever claims it next replays to here."""
+    if not (yield Suspend()):
         raise Unwind()
 
 
@@ -159,17 +178,13 @@ def wait_until(
     """Wait for ``deadline`` (and whatever else may wake the execution first): a short
     wait pauses in place after committing what is staged; a longer one parks the next
     event and unwinds, to be replayed to here by whoever claims it next."""
-    remaining = deadline - run.now()
-    if remaining <= 0:
-        return
-    if remaining <= SHORT_WAIT and wake_topic is None and wake_child is None:
+    while (remaining := deadline - run.now()) > 0:
+        if remaining > SHORT_WAIT or wake_topic is not None or wake_child is not None:
+            yield from suspend(run, deadline, wake_topic=wake_topic, wake_child=wake_child)
+            continue  # woken: look at the clock again (a wake may come early)
         if run.staged is not None:
             yield from flush(run)
-        # Until the cluster's clock says so: a resync may move it while we wait.
-        while (remaining := deadline - run.now()) > 0:
-            yield Pause(remaining)
-        return
-    yield from suspend(run, deadline, wake_topic=wake_topic, wake_child=wake_child)
+        yield Pause(remaining)  # until the cluster's clock says so, not this machine's
 
 
 def suspend(
@@ -181,10 +196,15 @@ def suspend(
 ) -> StepFlow[None]:
     """Commit with the next event parked until ``until`` (at the latest the workflow's
     deadline), woken at once if a signal of ``wake_topic`` is unread or ``wake_child`` is
-    finished, then unwind: the execution holds nothing while it waits."""
+    finished, then wait for the turn that wakes it: the execution holds nothing while it
+    waits. The caller looks again at what it waits for (a wake may be early)."""
     if run.record.deadline is not None:
         until = min(until, run.record.deadline)
     commit = run.take_staged(park_until=until, wake_topic=wake_topic, wake_child=wake_child)
     run.check_applied((yield SendCommit(commit)))
     run.held = False
-    raise Unwind()
+    yield from await_turn(run)
+    if run.deadline_passed():  # woken by the workflow's deadline: end it as cancelled
+        commit = run.cancel_commit("timeout")
+        run.conclude(commit, (yield SendCommit(commit)))
+        raise Unwind()

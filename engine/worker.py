@@ -47,12 +47,16 @@ class WorkerOptions:
     # performance.md): rqlite is CPU-bound, and more requests only split the batches.
     max_inflight: int = 1
     retry_delay: float = 0.5  # after a failed claim; the first back-off of a hand-back
+    # Runs kept suspended between turns (a claim that finds nothing changed resumes one
+    # without reading or replaying its history); least recently used out. 0: none.
+    sticky_cache: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "steps_per_turn", "max_batch", "max_inflight"):
+        for name in ("concurrency", "steps_per_turn", "max_batch", "max_inflight", "sticky_cache"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgumentError(f"{name} must be a positive int, not {value!r}")
+            least = 0 if name == "sticky_cache" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidArgumentError(f"{name} must be an int >= {least}, not {value!r}")
         for name in (
             "visibility",
             "poll_interval",
@@ -86,6 +90,7 @@ class WorkerStats:
     executions_finished: int = 0
     handed_back: int = 0
     adopted: int = 0  # executions started in this process and handed over in memory
+    resumed: int = 0  # turns resumed from a kept continuation, without a replay
 
 
 class Worker:

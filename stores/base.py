@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -65,6 +65,8 @@ class ExecutionRecord:
     parent_id: str | None = None  # the execution that started it as a child
     cancel_reason: str | None = None  # a cancel was asked (it is done at the next event)
     deadline: float | None = None  # @engine.workflow(timeout=...): cancelled if running then
+    commit_id: str | None = field(default=None, repr=False)  # the last full commit
+    last_idx: int | None = field(default=None, repr=False)  # the last recorded call
 
 
 @dataclass(frozen=True, slots=True)

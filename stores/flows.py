@@ -228,6 +228,8 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
         parent_id=row.get("parent_id"),
         cancel_reason=row.get("cancel_reason"),
         deadline=row.get("deadline"),
+        commit_id=row.get("commit_id"),
+        last_idx=row.get("last_idx"),
     )
 
 

@@ -7,9 +7,13 @@
 
 -- name: fragment.execution_columns
 -- steps_done is counted: a step committed within a worker's turn does not touch the row.
-id, workflow, status, input, output, error, priority, created_at, updated_at, completed_at,
+{{fragment.claimed_columns}},
 (SELECT COUNT(*) FROM steps AS s
- WHERE s.execution_id = executions.id AND s.status IN ('succeeded', 'failed')) AS steps_done,
+ WHERE s.execution_id = executions.id AND s.status IN ('succeeded', 'failed')) AS steps_done
+
+-- name: fragment.claimed_columns
+-- What a worker reads of what it claims (no count: its cost grows with the history).
+id, workflow, status, input, output, error, priority, created_at, updated_at, completed_at,
 parent_id, cancel_reason, deadline
 
 -- name: fragment.step_columns
@@ -111,13 +115,31 @@ WHERE +status = 'pending'
   AND id IN (SELECT group_id FROM messages WHERE locked_by = :token);
 
 -- name: claimed_executions
-SELECT {{fragment.execution_columns}}
+-- With the fingerprint a kept continuation is checked against: the last full commit and
+-- the last recorded call (a worker that ran it meanwhile changed one or the other).
+SELECT {{fragment.claimed_columns}}, 0 AS steps_done, commit_id,
+       (SELECT COALESCE(MAX(s.idx), -1) FROM steps AS s
+        WHERE s.execution_id = executions.id) AS last_idx
 FROM executions WHERE id IN (SELECT group_id FROM messages WHERE locked_by = :token);
 
 -- name: claimed_steps
+-- What the replays need, and no more: the first :page calls of each execution claimed,
+-- except for those whose continuation the worker keeps in memory and finds unchanged
+-- (:cached is {execution id: [commit_id, last_idx]}): they go on without a replay. The
+-- rest of a long history is read in pages (`steps_page`).
 SELECT {{fragment.step_columns}}
 FROM steps WHERE execution_id IN (SELECT group_id FROM messages WHERE locked_by = :token)
+  AND idx < :page
+  AND execution_id NOT IN (
+    SELECT e.id FROM json_each(:cached) AS c JOIN executions AS e ON e.id = c.key
+    WHERE e.commit_id IS json_extract(c.value, '$[0]')
+      AND (SELECT COALESCE(MAX(s.idx), -1) FROM steps AS s WHERE s.execution_id = e.id)
+          = json_extract(c.value, '$[1]'))
 ORDER BY execution_id, idx;
+
+-- name: steps_page
+SELECT {{fragment.step_columns}} FROM steps
+WHERE execution_id = :id AND idx >= :first AND idx < :first + :page ORDER BY idx;
 
 -- name: claimed_signals
 -- The unread signals of what was claimed, in send order: what a recv may take.

@@ -57,6 +57,7 @@ def parse(text: str, filename: str) -> dict[str, str]:
         if name in queries:
             raise ValueError(f"{filename}: statement {name!r} is defined twice")
         queries[name] = sql
-    for name, sql in queries.items():
-        queries[name] = _INCLUDE.sub(lambda m: queries[m.group(1)], sql)
+    for name in queries:  # fragments may include fragments
+        while _INCLUDE.search(queries[name]):
+            queries[name] = _INCLUDE.sub(lambda m: queries[m.group(1)], queries[name])
     return queries

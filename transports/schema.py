@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -178,27 +179,37 @@ def migrate(
     _refuse_newer(state, latest)
     migrator = uuid.uuid4().hex  # tells our record from another migrator's
     while state.version < target:
-        migration = migrations[state.version]
+        # An empty database gets every migration in one transaction: nobody connecting
+        # meanwhile ever sees it half made (and so "older" than its code).
+        group = migrations[state.version : target if state.empty else state.version + 1]
         try:
-            response: Response | None = yield migration.request(time.time(), migrator)
+            response: Response | None = yield _request(group, time.time(), migrator)
         except UnavailableError as exc:
             if not exc.ambiguous:
                 raise
             response = None
         if response is not None and not response.ambiguous:
             if not response.rolled_back:
-                applied.append(migration)
-                state = SchemaState(migration.version, empty=False)
+                applied.extend(group)
+                state = SchemaState(group[-1].version, empty=False)
                 continue
             if not _lost_race(response):
                 response.raise_for_errors()
         # Another migrator got there first, or we cannot tell whether we did: ask.
         state = yield from read_state()
         if response is None or response.ambiguous:
-            by = yield from _applied_by(migration.version)
+            by = yield from _applied_by(group[0].version)
             if by == migrator:
-                applied.append(migration)
+                applied.extend(group)
     return applied
+
+
+def _request(group: Sequence[Migration], applied_at: float, migrator: str) -> Request:
+    """Migrations applied together as one transaction, each recording its version first."""
+    statements: list[Statement] = list(BOOTSTRAP)
+    for migration in group:
+        statements.extend(migration.request(applied_at, migrator).statements[len(BOOTSTRAP) :])
+    return Request(tuple(statements), transaction=True)
 
 
 def _applied_by(version: int) -> Flow[str | None]:

@@ -73,7 +73,14 @@ def check(
     killed or stalled, ``fenced`` (pid, execution) pairs whose commits were refused.
     """
     problems: list[str] = []
-    executions = {r["id"]: r for r in db.query("SELECT * FROM executions")}
+    # steps_done is counted (migration 3: a step within a turn does not touch the row).
+    executions = {
+        r["id"]: r
+        for r in db.query(
+            "SELECT *, (SELECT COUNT(*) FROM steps AS s WHERE s.execution_id = executions.id "
+            "AND s.status IN ('succeeded', 'failed')) AS steps_done FROM executions"
+        )
+    }
     steps = db.query("SELECT * FROM steps ORDER BY execution_id, idx")
     runs = ordering.runs_by_execution(str(log_dir))
 

@@ -72,7 +72,12 @@ class Snapshot:
 
 
 def read_snapshot(db: Db, *, budget: float = 30.0) -> Snapshot:
-    rows = db.query("SELECT id, status, steps_done FROM executions", level="weak", budget=budget)
+    rows = db.query(
+        "SELECT id, status, (SELECT COUNT(*) FROM steps AS s WHERE s.execution_id = executions.id"
+        " AND s.status IN ('succeeded', 'failed')) AS steps_done FROM executions",
+        level="weak",
+        budget=budget,
+    )
     workers = db.query(
         "SELECT worker_id, COUNT(*) AS n FROM steps GROUP BY worker_id", level="weak", budget=budget
     )
@@ -602,7 +607,8 @@ class Scenario:
         lines = ["unfinished executions and their messages:"]
         with contextlib.suppress(DbError):
             for row in self.db.query(
-                "SELECT e.id, e.status, e.steps_done, m.seq, m.locked_by, m.lock_expiry, "
+                "SELECT e.id, e.status, (SELECT COUNT(*) FROM steps AS s"
+                " WHERE s.execution_id = e.id) AS calls, m.seq, m.locked_by, m.lock_expiry, "
                 "m.attempts FROM executions AS e LEFT JOIN messages AS m ON m.group_id = e.id "
                 "WHERE e.status NOT IN ('succeeded', 'failed', 'cancelled')"
             ):

@@ -162,6 +162,11 @@ def test_a_leader_killed_mid_migration_leaves_each_one_whole_and_a_rerun_complet
     cluster = rqlite_cluster_factory(3)
     series = write_series(tmp_path / "series", 300)
     outcome: dict[str, Any] = {}
+    setup = open_database(cluster.urls)
+    try:  # an empty database would get them all in one transaction: start from version 1
+        setup.run(migrate(1, migrations=series))
+    finally:
+        setup.close()
 
     def migrator() -> None:
         database = open_database(cluster.urls, retry_timeout=0.5)

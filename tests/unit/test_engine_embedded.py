@@ -210,8 +210,9 @@ def test_start_with_execution_id_is_idempotent(engine: Engine) -> None:
 
 
 def test_replay_reuses_recorded_steps(engine: Engine) -> None:
-    """With one step per turn every step ends the worker's turn: the next claim replays
-    the workflow from the start, and recorded steps return without running again."""
+    """With one step per turn every step ends the worker's turn and, with no continuation
+    kept (sticky_cache=0), the next claim replays the workflow from the start: recorded
+    steps return without running again."""
     step_runs = Counter[int]()
     body_runs = 0
 
@@ -227,7 +228,7 @@ def test_replay_reuses_recorded_steps(engine: Engine) -> None:
         return [square(i) for i in range(n)]
 
     handle = engine.start(squares, 5)
-    with engine.running_worker(steps_per_turn=1):
+    with engine.running_worker(steps_per_turn=1, sticky_cache=0):
         assert handle.result(timeout=10) == [0, 1, 4, 9, 16]
     assert step_runs == Counter({i: 1 for i in range(5)})  # never twice
     assert body_runs >= 5  # replayed after every step
@@ -253,7 +254,10 @@ def test_nondeterministic_workflow_fails_with_a_clear_error(engine: Engine) -> N
         return head + first()
 
     handle = engine.start(fickle)
-    with engine.running_worker(steps_per_turn=1), pytest.raises(WorkflowFailedError) as caught:
+    with (
+        engine.running_worker(steps_per_turn=1, sticky_cache=0),
+        pytest.raises(WorkflowFailedError) as caught,
+    ):
         handle.result(timeout=10)
     assert caught.value.error.type == "NonDeterminismError"
 

@@ -465,7 +465,7 @@ def test_a_replay_meeting_another_call_names_both(engine: Engine) -> None:
         return 1
 
     handle = engine.start(fickle)
-    with engine.running_worker():
+    with engine.running_worker(sticky_cache=0):  # no continuation kept: woken, it replays
         wait_for(lambda: handle.steps())
         code[0] = "recv"  # the code changed while it slept
         with pytest.raises(WorkflowFailedError) as failed:

@@ -31,6 +31,7 @@ HOT_PATH = [
     (STORE, "lean_commit"),
     (STORE, "lean_outcome"),
     (STORE, "start_lease"),
+    (STORE, "steps_page"),
     (STORE, "mark_claimed_running"),
     (STORE, "claimed_executions"),
     (STORE, "claimed_steps"),
@@ -68,6 +69,9 @@ PARAMS = {
     "topic": "",
     "payload": "1",
     "reason": "r",
+    "page": 1000,
+    "first": 0,
+    "cached": "{}",
     "value": "1",
     **dict.fromkeys(
         [

@@ -6,7 +6,8 @@
 -- `INSERT OR IGNORE INTO steps ... WHERE <the lease holds and no cancel is pending>`,
 -- without the view and its triggers (which rqlite compiles on every node for every
 -- request); `commit_id` tells an ambiguous retry that its first attempt applied.
--- `executions.steps_done` is no longer kept by the commits: the reads count the steps.
+-- `executions.steps_done` is no longer kept up to date (only full commits still add to
+-- it, for workers of version 2): the reads count the steps. Read it through the store.
 --
 -- Rolling upgrade: expand only (a new nullable column). Workers of version 2 keep working.
 
