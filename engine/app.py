@@ -25,7 +25,7 @@ from raftflow.engine.errors import (
 )
 from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
-from raftflow.engine.hooks import Hooks
+from raftflow.engine.hooks import HookChain, Hooks
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.retry import Retry
 from raftflow.engine.steppath import call_step
@@ -294,6 +294,7 @@ class Engine(DurableCalls):
             priority=priority,
             event=RUN,
             timeout=definition.timeout,
+            trace_context=HookChain(self.hooks).trace_context() if self.hooks else None,
         )
         if not outcome.created and outcome.record.workflow != definition.name:
             raise ExecutionConflictError(

@@ -62,6 +62,7 @@ class StoreFlows:
         *,
         parent_id: str | None = None,
         timeout: float | None = None,
+        trace_context: str | None = None,
     ) -> Flow[StartOutcome]:
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
@@ -81,17 +82,30 @@ class StoreFlows:
             "parent_id": parent_id,
             "deadline": None if timeout is None else now + timeout,
         }
+        # The trace context, when there is one, in the same transaction (an operator
+        # feature: the start's one statement and the schema's start trigger stay as they are).
+        traced = (
+            ()
+            if trace_context is None
+            else (
+                QUERIES(
+                    "set_trace_context",
+                    {"id": execution_id, "commit_id": commit_id, "trace_context": trace_context},
+                ),
+            )
+        )
         response = yield Request(
             (
                 QUERIES("start", params),
+                *traced,
                 QUERIES("started", {"commit_id": commit_id, "id": execution_id}),
                 QUERIES("get", {"id": execution_id}),
             ),
             transaction=True,
         )
         response.raise_for_errors()
-        created = response[1].first()
-        record = response[2].first()
+        created = response.result_of("store.started").first()
+        record = response.result_of("store.get").first()
         if record is None or created is None:
             raise InvalidArgumentError(f"execution {execution_id!r} could not be started")
         return StartOutcome(execution_from_row(record), created=bool(created["created"]))
@@ -216,6 +230,7 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
         parent_id=row.get("parent_id"),
         cancel_reason=row.get("cancel_reason"),
         deadline=row.get("deadline"),
+        trace_context=row.get("trace_context"),
     )
 
 
