@@ -80,12 +80,10 @@ def start(
       raftflow start checkout '{"id": "order-7", "items": ["sku-1"], "amount": 12.5}' \\
           --app raftflow.engine.demo:engine --id order-7 --url http://127.0.0.1:4001 --wait
     """
+    value = _json_arg(input_json, "INPUT_JSON")
     engine = conn.engine(load_engine(app))
     try:
-        handle = engine.start(
-            workflow, _json_arg(input_json, "INPUT_JSON"), execution_id=execution_id,
-            priority=priority,
-        )
+        handle = engine.start(workflow, value, execution_id=execution_id, priority=priority)
         if not wait:
             if as_json:
                 print_json({"id": handle.id, "created": handle.created})

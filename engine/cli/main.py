@@ -47,8 +47,11 @@ for command in (*executions.COMMANDS, *operations.COMMANDS, *admin.COMMANDS):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit code (see ``raftflow --help``)."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="raftflow",
-                 standalone_mode=False)
+        code = cli.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="raftflow",
+            standalone_mode=False,
+        )
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.UsageError as exc:
@@ -65,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code_of(exc)
     except KeyboardInterrupt:
         return 130
-    return Exit.OK
+    return code if isinstance(code, int) else Exit.OK
 
 
 if __name__ == "__main__":
