@@ -65,34 +65,49 @@ class Metrics(Hooks):
             "raftflow_steps", "Step attempts run", ["workflow", "step", "outcome"], registry=r
         )
         self.retries = Counter(
-            "raftflow_step_retries", "Step attempts after the first", ["workflow", "step"],
+            "raftflow_step_retries",
+            "Step attempts after the first",
+            ["workflow", "step"],
             registry=r,
         )
         self.executions = Counter(
-            "raftflow_executions", "Executions finished by this worker", ["workflow", "outcome"],
+            "raftflow_executions",
+            "Executions finished by this worker",
+            ["workflow", "outcome"],
             registry=r,
         )
         self.step_duration = Histogram(
-            "raftflow_step_duration_seconds", "Step attempt run time", ["workflow"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "raftflow_step_duration_seconds",
+            "Step attempt run time",
+            ["workflow"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.step_to_step = Histogram(
             "raftflow_step_to_step_seconds",
             "From the end of a step to the start of the next one of the same execution",
-            ["workflow"], buckets=LATENCY_BUCKETS, registry=r,
+            ["workflow"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.claim_duration = Histogram(
-            "raftflow_claim_duration_seconds", "Claim requests", buckets=LATENCY_BUCKETS,
+            "raftflow_claim_duration_seconds",
+            "Claim requests",
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.claimed = Counter("raftflow_claimed", "Events claimed", registry=r)
         self.commit_duration = Histogram(
-            "raftflow_commit_duration_seconds", "Group-commit requests", buckets=LATENCY_BUCKETS,
+            "raftflow_commit_duration_seconds",
+            "Group-commit requests",
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.batch_size = Histogram(
-            "raftflow_commit_batch_size", "Commits per group-commit request",
-            buckets=BATCH_BUCKETS, registry=r,
+            "raftflow_commit_batch_size",
+            "Commits per group-commit request",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.fenced = Counter(
             "raftflow_fenced_commits", "Commits refused: their lease was lost", registry=r

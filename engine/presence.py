@@ -91,10 +91,7 @@ class Presence:
         now = yield from session.backend.queue.clock.now()
         if self.started_at is None:
             self.started_at = now
-        if stopped:
-            state = "stopped"
-        else:
-            state = "draining" if session.stopping.is_set() else "running"
+        state = "stopped" if stopped else "draining" if session.stopping.is_set() else "running"
         worker_id = session.worker_id
         statements = [
             OPS(

@@ -153,7 +153,11 @@ class InspectFlows:
         limit: int = 50,
     ) -> Flow[builtins.list[ExecutionRecord]]:
         """Executions created at or after ``since`` (epoch seconds), newest first."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_LIST_LIMIT
+        ):
             raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_LIST_LIMIT}")
         params: dict[str, Any] = {"since": float(since), "limit": limit}
         name = "list_recent"
@@ -286,7 +290,7 @@ class InspectFlows:
                 running=int(row["running"]),
                 leases=leases.get(row["worker_id"], []),
             )
-            for row in results[0].dicts()
+            for row in sorted(results[0].dicts(), key=lambda row: str(row["worker_id"]))
         ]
 
 
@@ -303,9 +307,7 @@ def _queued(row: dict[str, Any]) -> QueuedEvent:
     )
 
 
-def _read(
-    statements: Sequence[Statement], *, strong_if_empty: bool = False
-) -> Flow[Response]:
+def _read(statements: Sequence[Statement], *, strong_if_empty: bool = False) -> Flow[Response]:
     """One read request, ``weak``; again at ``strong`` if a statement failed (a stale
     leader's "no such table") or, when asked, if the first one found nothing."""
     response = yield Request(tuple(statements), level="weak")

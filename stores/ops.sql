@@ -50,7 +50,7 @@ WHERE group_id = :id ORDER BY seq;
 -- name: workers_seen
 SELECT worker_id, host, pid, version, concurrency, min_priority, state, started_at, seen_at,
        steps, running
-FROM workers WHERE seen_at >= :since ORDER BY worker_id;
+FROM workers WHERE seen_at >= :since ORDER BY seen_at;
 
 -- name: beat
 -- A worker's presence (the first beat inserts its row).

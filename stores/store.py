@@ -108,7 +108,12 @@ class SqlStore(_Store[Database]):
         deadline, that many seconds from now; ``trace_context``: the caller's trace (JSON
         W3C context), continued by the workers' spans."""
         flow = self.flows.start(
-            execution_id, workflow, input, priority, event, timeout=timeout,
+            execution_id,
+            workflow,
+            input,
+            priority,
+            event,
+            timeout=timeout,
             trace_context=trace_context,
         )
         return self.database.run(flow)
@@ -184,7 +189,12 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
     ) -> StartOutcome:
         """Record a new execution and publish its first ``event``, atomically."""
         flow = self.flows.start(
-            execution_id, workflow, input, priority, event, timeout=timeout,
+            execution_id,
+            workflow,
+            input,
+            priority,
+            event,
+            timeout=timeout,
             trace_context=trace_context,
         )
         return await self.database.run(flow)

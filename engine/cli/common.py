@@ -54,12 +54,12 @@ EXIT_CODES_HELP = (
 )
 
 
-class CommandFailed(click.ClickException):
+class CommandFailed(Exception):
     """A command's own failure, with its exit code (the message goes to stderr)."""
 
     def __init__(self, message: str, code: int = Exit.FAILED) -> None:
         super().__init__(message)
-        self.exit_code = code
+        self.code = code
 
 
 def exit_code_of(exc: RaftflowError) -> int:
@@ -264,7 +264,10 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):
-        return {str(k.value if isinstance(k, enum.Enum) else k): to_jsonable(v) for k, v in value.items()}
+        return {
+            str(k.value if isinstance(k, enum.Enum) else k): to_jsonable(v)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     return value
@@ -295,7 +298,8 @@ def execution_row(record: ExecutionRecord) -> list[Any]:
     return [
         record.id,
         record.workflow,
-        record.status.value + (" (cancel asked)" if record.cancel_reason and not record.status.is_final else ""),
+        record.status.value
+        + (" (cancel asked)" if record.cancel_reason and not record.status.is_final else ""),
         record.steps_done,
         fmt_time(record.created_at),
         fmt_seconds((record.completed_at or record.updated_at) - record.created_at),

@@ -55,11 +55,18 @@ def _json_arg(text: str, what: str) -> Any:
     help="The app's Engine, whose registry validates the input (and sets the workflow's "
     "timeout) exactly as engine.start() does.",
 )
-@click.option("--id", "execution_id", help="Execution id (idempotent: an existing one is returned).")
+@click.option(
+    "--id", "execution_id", help="Execution id (idempotent: an existing one is returned)."
+)
 @click.option("--priority", type=click.IntRange(0, 4), default=0, show_default=True)
 @click.option("--wait", is_flag=True, help="Wait for the result (as `raftflow result`).")
-@click.option("--timeout", "wait_timeout", type=float, metavar="S",
-              help="With --wait: give up after S seconds (exit 4).")
+@click.option(
+    "--timeout",
+    "wait_timeout",
+    type=float,
+    metavar="S",
+    help="With --wait: give up after S seconds (exit 4).",
+)
 @waiting_connection_options
 @json_option
 def start(
@@ -97,8 +104,13 @@ def start(
 
 @click.command()
 @click.argument("execution_id", metavar="ID")
-@click.option("--timeout", "wait_timeout", type=float, metavar="S",
-              help="Give up after S seconds (exit 4); default: wait for ever.")
+@click.option(
+    "--timeout",
+    "wait_timeout",
+    type=float,
+    metavar="S",
+    help="Give up after S seconds (exit 4); default: wait for ever.",
+)
 @waiting_connection_options
 @json_option
 def result(execution_id: str, wait_timeout: float | None, conn: Connection, as_json: bool) -> None:
@@ -119,7 +131,9 @@ def result(execution_id: str, wait_timeout: float | None, conn: Connection, as_j
         engine.close()
 
 
-def _wait_and_print(engine: Engine, execution_id: str, timeout: float | None, as_json: bool) -> None:
+def _wait_and_print(
+    engine: Engine, execution_id: str, timeout: float | None, as_json: bool
+) -> None:
     record = _wait(engine, execution_id, timeout)
     if as_json:
         print_json(
@@ -293,7 +307,9 @@ def _summary(record: ExecutionRecord) -> dict[str, Any]:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50)
 @connection_options
 @json_option
-def executions(app: str | None, status: str | None, limit: int, conn: Connection, as_json: bool) -> None:
+def executions(
+    app: str | None, status: str | None, limit: int, conn: Connection, as_json: bool
+) -> None:
     """Deprecated: `raftflow list` (APP is ignored)."""
     engine = conn.engine()
     try:

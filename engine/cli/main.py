@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import click
 from raftflow.engine.cli import admin, executions, operations
-from raftflow.engine.cli.common import EXIT_CODES_HELP, Exit, exit_code_of
+from raftflow.engine.cli.common import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
 from raftflow.engine.errors import RaftflowError
 
 
@@ -60,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return int(exc.exit_code)
+    except CommandFailed as exc:
+        click.echo(f"raftflow: {exc}", err=True)
+        return exc.code
     except click.Abort:
         click.echo("aborted", err=True)
         return 130

@@ -68,7 +68,11 @@ def queue(conn: Connection, as_json: bool) -> None:
 
 @click.command()
 @click.option(
-    "--within", type=float, default=60.0, show_default=True, metavar="S",
+    "--within",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="S",
     help="Workers whose last beat is at most S seconds old.",
 )
 @connection_options
@@ -126,14 +130,25 @@ def vars_of(value: object) -> dict[str, object]:
 
 @click.command()
 @click.option(
-    "--bind", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+    "--bind",
+    default="127.0.0.1:8080",
+    show_default=True,
+    metavar="HOST:PORT",
     help="Where to listen. Anything but loopback needs --token or --users.",
 )
-@click.option("--token", envvar="RAFTFLOW_UI_TOKEN", show_envvar=True, help="Shared secret: "
-              "sign in with it (a cookie) or send it as 'Authorization: Bearer'.")
-@click.option("--users", "users_file", type=click.Path(exists=True, dir_okay=False),
-              help='JSON file [{"username", "password" or "password_sha256", "role": '
-              '"admin" or "viewer"}] (HTTP Basic auth).')
+@click.option(
+    "--token",
+    envvar="RAFTFLOW_UI_TOKEN",
+    show_envvar=True,
+    help="Shared secret: sign in with it (a cookie) or send it as 'Authorization: Bearer'.",
+)
+@click.option(
+    "--users",
+    "users_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help='JSON file [{"username", "password" or "password_sha256", "role": '
+    '"admin" or "viewer"}] (HTTP Basic auth).',
+)
 @click.option("--read-only", is_flag=True, help="No actions (for a query-only rqlite user).")
 @connection_options
 def ui(

@@ -89,7 +89,8 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         q = request.query_params
         status = q.get("status") or None
         workflow = q.get("workflow") or None
-        window = q.get("window") if q.get("window") in WINDOWS else "24h"
+        window = q.get("window") or "24h"
+        window = window if window in WINDOWS else "24h"
         seconds = WINDOWS[window]
         now = inspector.now()
         since = 0.0 if seconds is None else now - seconds
@@ -102,9 +103,17 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         )
         counts = {s.value: n for s, n in inspector.counts(since).items()}
         return page(
-            request, "executions.html", records=records, counts=counts, now=now,
-            statuses=[s.value for s in Status], status=status, workflow=workflow or "",
-            window=window, windows=list(WINDOWS), limit=limit,
+            request,
+            "executions.html",
+            records=records,
+            counts=counts,
+            now=now,
+            statuses=[s.value for s in Status],
+            status=status,
+            workflow=workflow or "",
+            window=window,
+            windows=list(WINDOWS),
+            limit=limit,
         )
 
     def counts(request: Request) -> Response:
@@ -116,8 +125,12 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
     def execution(request: Request) -> Response:
         detail = inspector.detail(request.path_params["execution_id"])
         return page(
-            request, "execution.html", d=detail, e=detail.execution,
-            rows=timeline(detail), took=durations(detail),
+            request,
+            "execution.html",
+            d=detail,
+            e=detail.execution,
+            rows=timeline(detail),
+            took=durations(detail),
         )
 
     def queue(request: Request) -> Response:
@@ -125,8 +138,13 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
 
     def workers(request: Request) -> Response:
         within = float(request.query_params.get("within") or 60)
-        return page(request, "workers.html", workers=inspector.workers(within),
-                    now=inspector.now(), within=within)
+        return page(
+            request,
+            "workers.html",
+            workers=inspector.workers(within),
+            now=inspector.now(),
+            within=within,
+        )
 
     def confirm(request: Request) -> Response:
         action = request.url.path.strip("/")
@@ -141,8 +159,10 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         if not request.state.identity.can_act:
             return PlainTextResponse("this dashboard is read-only for you", status_code=403)
         if not csrf_ok(
-            request.cookies.get(CSRF_COOKIE), form.get("csrf"),
-            request.headers.get("origin"), request.headers.get("host", ""),
+            request.cookies.get(CSRF_COOKIE),
+            form.get("csrf"),
+            request.headers.get("origin"),
+            request.headers.get("host", ""),
         ):
             return PlainTextResponse("CSRF check failed: reload the page", status_code=403)
         execution_id = form.get("id", "")
@@ -164,8 +184,13 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         if settings.token is None or form.get("token") != settings.token:
             return page(request, "login.html", status_code=401, error="wrong token")
         response = RedirectResponse("/executions", status_code=303)
-        response.set_cookie(SESSION_COOKIE, settings.session_value(), httponly=True,
-                            samesite="strict", max_age=12 * 3600)
+        response.set_cookie(
+            SESSION_COOKIE,
+            settings.session_value(),
+            httponly=True,
+            samesite="strict",
+            max_age=12 * 3600,
+        )
         return response
 
     async def healthz(request: Request) -> Response:
@@ -209,7 +234,8 @@ class _Guard(BaseHTTPMiddleware):
     ) -> Response:
         path = request.url.path
         identity = identify(
-            self.settings, request.headers.get("authorization"),
+            self.settings,
+            request.headers.get("authorization"),
             request.cookies.get(SESSION_COOKIE),
         )
         if identity is None and not path.startswith(PUBLIC):
@@ -224,8 +250,9 @@ class _Guard(BaseHTTPMiddleware):
         except (ExecutionFinishedError, InvalidArgumentError) as exc:
             response = self.page(request, "error.html", 400, title="Refused", message=str(exc))
         except UnavailableError as exc:
-            response = self.page(request, "error.html", 503, title="Cluster unavailable",
-                                 message=str(exc))
+            response = self.page(
+                request, "error.html", 503, title="Cluster unavailable", message=str(exc)
+            )
         if CSRF_COOKIE not in request.cookies:
             response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
         for name, value in SECURITY_HEADERS.items():
@@ -246,9 +273,9 @@ def serve(engine: Engine, settings: Settings) -> None:
     app = create_app(engine, settings)
     auth = "open (loopback)" if settings.open else "authenticated"
     mode = ", read-only" if settings.read_only else ""
-    print(f"raftflow dashboard on http://{settings.host}:{settings.port}/ ({auth}{mode})",
-          flush=True)
+    print(
+        f"raftflow dashboard on http://{settings.host}:{settings.port}/ ({auth}{mode})", flush=True
+    )
     started = time.monotonic()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                access_log=False)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
     print(f"dashboard stopped after {time.monotonic() - started:.0f}s", flush=True)

@@ -50,7 +50,9 @@ def timeline(detail: ExecutionDetail) -> list[Bar]:
         ended = step.ended_at if step.done else max(step.ended_at, step.wake_at or step.ended_at)
         left = min(max((step.started_at - start) / span * 100, 0.0), 99.5)
         width = min(max((ended - step.started_at) / span * 100, 0.5), 100 - left)
-        bars.append(Bar(step, left, width, step.ended_at - step.started_at, step.started_at - start))
+        bars.append(
+            Bar(step, left, width, step.ended_at - step.started_at, step.started_at - start)
+        )
     return bars
 
 

@@ -28,13 +28,19 @@ APP = "tests.apps.ops:engine"
 ORDER = '{"id": "%s", "amount": 12.5}'
 
 
-def raftflow(*args: str, url: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def raftflow(
+    *args: str, url: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTFLOW_URL")}
     if url is not None:
         env["RAFTFLOW_URL"] = url
     return subprocess.run(
         [sys.executable, "-m", "raftflow", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -51,11 +57,18 @@ def url(rqlite_cluster: LocalCluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def worker(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerProcess, int]]:
+def worker(
+    url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[WorkerProcess, int]]:
     (port,) = pick_free_ports(1)
     log = tmp_path_factory.mktemp("cli") / "worker.log"
     process = WorkerProcess(
-        APP, url, log, concurrency=4, worker_id="cli-worker", metrics_port=port,
+        APP,
+        url,
+        log,
+        concurrency=4,
+        worker_id="cli-worker",
+        metrics_port=port,
         log_format="json",
     )
     try:
@@ -79,7 +92,11 @@ def test_refusals_and_an_unavailable_cluster_have_their_exit_codes(url: str) -> 
     missing = raftflow("result", "no-such-execution", "--json", url=url)
     assert missing.returncode == 1 and "ExecutionNotFoundError" in missing.stderr
     down = raftflow(
-        "list", "--connect-timeout", "0.5", "--retry-timeout", "0.5",
+        "list",
+        "--connect-timeout",
+        "0.5",
+        "--retry-timeout",
+        "0.5",
         url="http://operator:s3cret-Passw0rd@127.0.0.1:9",
     )
     assert down.returncode == 3 and "UnavailableError" in down.stderr
@@ -93,25 +110,38 @@ def test_start_wait_result_get_steps_list_send_cancel_queue_and_workers(
     client = Engine.from_url(url)  # in-process polls, so that only the checks spawn the CLI
     inspector = Inspector(client.backend.database)
     # start --wait: the output, exit 0; piped, no progress line on stderr.
-    done = raftflow("start", "checkout", ORDER % "o-1", "--app", APP, "--id", "cli-ok",
-                    "--wait", "--timeout", "60", url=url)
+    done = raftflow(
+        "start",
+        "checkout",
+        ORDER % "o-1",
+        "--app",
+        APP,
+        "--id",
+        "cli-ok",
+        "--wait",
+        "--timeout",
+        "60",
+        url=url,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"reservation": "rsv-o-1", "payment": "pay-o-1-12.50"}
     assert done.stderr == ""
 
     # A failing execution: exit 1, its error (and traceback) on stderr; its steps.
-    failed = raftflow("start", "refund", ORDER % "o-2", "--app", APP, "--id", "cli-failed",
-                      "--wait", url=url)
+    failed = raftflow(
+        "start", "refund", ORDER % "o-2", "--app", APP, "--id", "cli-failed", "--wait", url=url
+    )
     assert failed.returncode == 1
     assert "ConnectionError" in failed.stderr and "Traceback" in failed.stderr
     steps = ok_json("steps", "cli-failed", url=url)
     assert [(s["name"], s["status"], s["attempts"]) for s in steps] == [
-        ("reserve", "succeeded", 1), ("call_bank", "failed", 2)]
+        ("reserve", "succeeded", 1),
+        ("call_bank", "failed", 2),
+    ]
     assert steps[1]["history"][0]["type"] == "ConnectionError"
 
     # Waiting for a signal: parked; get says so; send wakes it; result is its output.
-    started = ok_json("start", "approval", ORDER % "o-3", "--app", APP, "--id", "cli-wait",
-                      url=url)
+    started = ok_json("start", "approval", ORDER % "o-3", "--app", APP, "--id", "cli-wait", url=url)
     assert started == {"id": "cli-wait", "created": True}
     wait_until(lambda: inspector.detail("cli-wait").queued[0].parked, timeout=30)
     human = raftflow("get", "cli-wait", url=url)
@@ -119,7 +149,8 @@ def test_start_wait_result_get_steps_list_send_cancel_queue_and_workers(
     sent = raftflow("send", "cli-wait", '{"ok": true}', "--topic", "review", url=url)
     assert sent.returncode == 0 and "sent to cli-wait" in sent.stdout
     assert json.loads(raftflow("result", "cli-wait", "--timeout", "60", url=url).stdout) == (
-        "pay-o-3-12.50")
+        "pay-o-3-12.50"
+    )
 
     # Cancel one that waits: result then exits 1, as cancelled.
     ok_json("start", "approval", ORDER % "o-4", "--app", APP, "--id", "cli-cancel", url=url)
@@ -147,15 +178,23 @@ def test_start_wait_result_get_steps_list_send_cancel_queue_and_workers(
 
     # The worker's metrics, scraped while it runs.
     text = wait_until(lambda: _scrape(port), timeout=10)
-    assert re.search(r'raftflow_steps_total\{outcome="succeeded",step="reserve",'
-                     r'workflow="checkout"\} 1\.0', text), text
-    assert re.search(r'raftflow_executions_total\{outcome="failed",workflow="refund"\} 1\.0',
-                     text)
-    assert re.search(r'raftflow_step_retries_total\{step="call_bank",workflow="refund"\} 1\.0',
-                     text)
-    for name in ("raftflow_claim_duration_seconds_count", "raftflow_commit_duration_seconds_count",
-                 "raftflow_commit_batch_size_count", "raftflow_step_to_step_seconds_count",
-                 "raftflow_leases_held", "raftflow_fenced_commits_total"):
+    assert re.search(
+        r'raftflow_steps_total\{outcome="succeeded",step="reserve",'
+        r'workflow="checkout"\} 1\.0',
+        text,
+    ), text
+    assert re.search(r'raftflow_executions_total\{outcome="failed",workflow="refund"\} 1\.0', text)
+    assert re.search(
+        r'raftflow_step_retries_total\{step="call_bank",workflow="refund"\} 1\.0', text
+    )
+    for name in (
+        "raftflow_claim_duration_seconds_count",
+        "raftflow_commit_duration_seconds_count",
+        "raftflow_commit_batch_size_count",
+        "raftflow_step_to_step_seconds_count",
+        "raftflow_leases_held",
+        "raftflow_fenced_commits_total",
+    ):
         assert name in text, name
     # The only worker with metrics holds the sampling duty: it exports the queue's depth.
     wait_until(lambda: "raftflow_queue_depth{" in (_scrape(port) or ""), timeout=25)
@@ -163,8 +202,9 @@ def test_start_wait_result_get_steps_list_send_cancel_queue_and_workers(
     # JSON logs name the execution (the worker logs each cancel, hand-back...).
     process.stop()
     lines = [json.loads(line) for line in process.output().splitlines() if line.startswith("{")]
-    assert lines and all({"time", "level", "message", "execution_id", "step"} <= set(x)
-                         for x in lines)
+    assert lines and all(
+        {"time", "level", "message", "execution_id", "step"} <= set(x) for x in lines
+    )
     assert any(x["execution_id"] == "cli-cancel" for x in lines), lines
 
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,9 +37,20 @@ class Dashboard:
         self.base = f"http://127.0.0.1:{self.port}"
         self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "raftflow", "ui", "--url", url,
-             "--bind", f"127.0.0.1:{self.port}", *extra],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "raftflow",
+                "ui",
+                "--url",
+                url,
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         wait_until(self._up, timeout=60, interval=0.1)
 
@@ -71,8 +81,9 @@ def url(rqlite_cluster: LocalCluster) -> str:
 def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A worker, the app's executions (finished, failed, waiting), an open dashboard."""
     logs = tmp_path_factory.mktemp("dashboard")
-    worker = WorkerProcess("tests.apps.ops:engine", url, logs / "worker.log", concurrency=4,
-                           worker_id="ui-worker")
+    worker = WorkerProcess(
+        "tests.apps.ops:engine", url, logs / "worker.log", concurrency=4, worker_id="ui-worker"
+    )
     ops.engine.connect(url)
     dashboard: Dashboard | None = None
     try:
@@ -80,18 +91,27 @@ def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
         done = [ops.engine.start(ops.checkout, order(id=f"o-{i}", amount=10 + i)) for i in range(3)]
         failed = ops.engine.start(ops.refund, order(id="o-9", amount=9), execution_id="refund-9")
         batch = ops.engine.start(ops.batch, [order(id="b-1", amount=1), order(id="b-2", amount=2)])
-        to_cancel = ops.engine.start(ops.approval, order(id="o-20", amount=20),
-                                     execution_id="approval-cancel-me")
-        to_signal = ops.engine.start(ops.approval, order(id="o-21", amount=21),
-                                     execution_id="approval-signal-me")
+        to_cancel = ops.engine.start(
+            ops.approval, order(id="o-20", amount=20), execution_id="approval-cancel-me"
+        )
+        to_signal = ops.engine.start(
+            ops.approval, order(id="o-21", amount=21), execution_id="approval-signal-me"
+        )
         for handle in (*done, batch):
             handle.result(timeout=60)
         wait_until(lambda: failed.status().is_final, timeout=60)
         for handle in (to_cancel, to_signal):
             wait_until(lambda h=handle: h.info().steps_done == 1, timeout=60)
         dashboard = Dashboard(url, logs / "ui.log")
-        yield {"dashboard": dashboard, "url": url, "logs": logs, "cancel": to_cancel,
-               "signal": to_signal, "failed": failed, "batch": batch}
+        yield {
+            "dashboard": dashboard,
+            "url": url,
+            "logs": logs,
+            "cancel": to_cancel,
+            "signal": to_signal,
+            "failed": failed,
+            "batch": batch,
+        }
     finally:
         if dashboard is not None:
             dashboard.stop()
@@ -113,8 +133,14 @@ def browser() -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1360,900", "--hide-scrollbars"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1360,900",
+        "--hide-scrollbars",
+    ):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     driver.set_page_load_timeout(30)
@@ -204,13 +230,17 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
 
     # The queue and the workers.
     browser.get(base + "/queue")
-    assert [row.text.split()[0] for row in browser.find_elements(By.CSS_SELECTOR, "#depth tbody tr")] == ["4", "3", "2", "1", "0"]
+    assert [
+        row.text.split()[0] for row in browser.find_elements(By.CSS_SELECTOR, "#depth tbody tr")
+    ] == ["4", "3", "2", "1", "0"]
     shoot(browser, "queue")
     browser.get(base + "/workers")
     assert "ui-worker" in text_of("#workers") and "running" in text_of("#workers")
     shoot(browser, "workers")
-    assert all((tmp_path / f"{n}.png").stat().st_size > 10_000
-               for n in ("executions", "execution", "queue", "workers"))
+    assert all(
+        (tmp_path / f"{n}.png").stat().st_size > 10_000
+        for n in ("executions", "execution", "queue", "workers")
+    )
 
 
 def test_tokens_read_only_and_csrf_are_enforced(running: dict[str, Any]) -> None:
@@ -222,13 +252,15 @@ def test_tokens_read_only_and_csrf_are_enforced(running: dict[str, Any]) -> None
         assert page.headers["x-frame-options"] == "DENY"
         token = open_client.cookies["raftflow_csrf"]
         assert open_client.post("/cancel", data={"id": target, "csrf": "forged"}).status_code == 403
-        foreign = open_client.post("/cancel", data={"id": target, "csrf": token},
-                                   headers={"Origin": "http://evil.example"})
+        foreign = open_client.post(
+            "/cancel", data={"id": target, "csrf": token}, headers={"Origin": "http://evil.example"}
+        )
         assert foreign.status_code == 403
         assert open_client.get("/executions/no-such-id").status_code == 404
 
-    guarded = Dashboard(running["url"], running["logs"] / "ui-token.log", "--token", TOKEN,
-                        "--read-only")
+    guarded = Dashboard(
+        running["url"], running["logs"] / "ui-token.log", "--token", TOKEN, "--read-only"
+    )
     try:
         with httpx.Client(base_url=guarded.base, timeout=10) as client:
             assert client.get("/executions").status_code == 401

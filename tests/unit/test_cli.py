@@ -24,8 +24,20 @@ from raftflow.engine.errors import (
 )
 
 APP = "tests.apps.ops:engine"
-CONNECTING = ["start", "result", "get", "steps", "list", "cancel", "send", "queue", "workers",
-              "ui", "worker", "migrate"]
+CONNECTING = [
+    "start",
+    "result",
+    "get",
+    "steps",
+    "list",
+    "cancel",
+    "send",
+    "queue",
+    "workers",
+    "ui",
+    "worker",
+    "migrate",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -82,13 +82,18 @@ def test_metrics_count_steps_executions_requests_and_sample_the_queue(engine: En
             wait_until(lambda: worker.presence.sampler and worker.presence.queue is not None)
             text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         sample_ = sample
-        assert sample_(text, "raftflow_steps_total", workflow="total", step="add",
-                       outcome="succeeded") == 9
-        assert sample_(text, "raftflow_steps_total", workflow="total", step="flaky",
-                       outcome="failed") == 3
+        assert (
+            sample_(text, "raftflow_steps_total", workflow="total", step="add", outcome="succeeded")
+            == 9
+        )
+        assert (
+            sample_(text, "raftflow_steps_total", workflow="total", step="flaky", outcome="failed")
+            == 3
+        )
         assert sample_(text, "raftflow_step_retries_total", workflow="total", step="flaky") == 3
-        assert sample_(text, "raftflow_executions_total", workflow="total",
-                       outcome="succeeded") == 3
+        assert (
+            sample_(text, "raftflow_executions_total", workflow="total", outcome="succeeded") == 3
+        )
         assert sample_(text, "raftflow_executions_total", workflow="broken", outcome="failed") == 1
         assert sample_(text, "raftflow_step_duration_seconds_count", workflow="total") == 15
         assert sample_(text, "raftflow_step_to_step_seconds_count", workflow="total") >= 6
@@ -158,23 +163,36 @@ def test_traces_continue_the_starters_trace_with_a_span_per_turn_and_step(
         assert handle.result(timeout=30) == 3
         assert untraced.result(timeout=30) == 4
     provider.force_flush()
-    spans = [s for s in exporter.get_finished_spans()
-             if s.attributes and s.attributes.get("raftflow.execution_id") == handle.id]
+    spans = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.attributes and s.attributes.get("raftflow.execution_id") == handle.id
+    ]
     trace_id = root.get_span_context().trace_id
     turns = [s for s in spans if s.name == "raftflow.turn total"]
     steps = [s for s in spans if s.name.startswith("raftflow.step ")]
     assert turns and all(s.context.trace_id == trace_id for s in spans)
-    assert all(t.parent is not None and t.parent.span_id == root.get_span_context().span_id
-               for t in turns)
+    assert all(
+        t.parent is not None and t.parent.span_id == root.get_span_context().span_id for t in turns
+    )
     turn_ids = {t.context.span_id for t in turns}
     assert all(s.parent is not None and s.parent.span_id in turn_ids for s in steps)
     attempts = sorted(
-        (s.attributes["raftflow.step.index"], s.attributes["raftflow.step.name"],
-         s.attributes["raftflow.step.attempt"])
-        for s in steps if s.attributes
+        (
+            s.attributes["raftflow.step.index"],
+            s.attributes["raftflow.step.name"],
+            s.attributes["raftflow.step.attempt"],
+        )
+        for s in steps
+        if s.attributes
     )
     assert attempts == [(0, "add", 1), (1, "add", 1), (2, "flaky", 1), (2, "flaky", 2)]
-    failed = [s for s in steps if s.attributes and s.attributes["raftflow.step.attempt"] == 1
-              and s.attributes["raftflow.step.name"] == "flaky"]
+    failed = [
+        s
+        for s in steps
+        if s.attributes
+        and s.attributes["raftflow.step.attempt"] == 1
+        and s.attributes["raftflow.step.name"] == "flaky"
+    ]
     assert failed[0].status.status_code.name == "ERROR" and failed[0].events  # the exception
     assert any(t.attributes and t.attributes.get("raftflow.status") == "succeeded" for t in turns)
