@@ -134,3 +134,16 @@ def test_progress_shows_on_a_terminal_and_is_quiet_when_piped(
         bar.done()
     assert b"waiting for x: running, 2 steps" in os.read(leader, 1024)
     os.close(leader)
+
+
+def test_credentials_come_from_the_url_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raftflow.engine.cli.common import Connection
+
+    monkeypatch.setenv("RAFTFLOW_USERNAME", "ops")
+    monkeypatch.setenv("RAFTFLOW_PASSWORD", "s3cret")
+    options = Connection("http://127.0.0.1:4001", insecure=True, timeout=2.0).options()
+    assert options == {"timeout": 2.0, "verify": False, "username": "ops", "password": "s3cret"}
+    in_url = Connection("http://me:pw@127.0.0.1:4001").options()
+    assert "username" not in in_url  # the URL's own credentials win
+    assert Connection("sqlite:///x.db", insecure=True).options() == {}
+    assert "s3cret" not in repr(Connection("http://127.0.0.1:4001"))
