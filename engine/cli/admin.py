@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
@@ -15,6 +16,7 @@ from types import FrameType
 import click
 from raftflow.engine.cli.common import (
     Connection,
+    Progress,
     connection_options,
     json_option,
     load_engine,
@@ -22,6 +24,8 @@ from raftflow.engine.cli.common import (
     progress,
     table,
 )
+from raftflow.engine.hooks import Hooks
+from raftflow.engine.worker import Worker
 
 
 @click.command()
@@ -95,12 +99,37 @@ def worker(
         from raftflow.engine.tracing import Tracing
 
         engine.add_hooks(Tracing())
+    engine.add_hooks(DrainProgress())
     engine.run_worker(
         concurrency=concurrency,
         worker_id=worker_id,
         min_priority=min_priority,
         visibility=visibility,
     )
+
+
+class DrainProgress(Hooks):
+    """On a terminal, once a stop is asked: how many executions the drain still waits for."""
+
+    def worker_started(self, worker: Worker) -> None:
+        bar = Progress()
+        if bar.enabled:
+            threading.Thread(target=self._watch, args=(worker, bar), daemon=True).start()
+
+    @staticmethod
+    def _watch(worker: Worker, bar: Progress) -> None:
+        while not worker._stop_requested.wait(1.0):
+            if worker._session is None:
+                return
+        started = time.monotonic()
+        while (session := worker._session) is not None:
+            running = len(session.tasks)
+            bar.update(
+                f"draining: {running} execution(s) still running, "
+                f"{time.monotonic() - started:.0f}s (Ctrl-C again exits at once)"
+            )
+            time.sleep(0.5)
+        bar.done()
 
 
 @click.command()
