@@ -10,7 +10,8 @@ RQLITED := .rqlite/bin/rqlited
 # checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
-.PHONY: setup rqlite demo demo-cluster test test-fast lint bench bench-smoke cluster clean
+.PHONY: setup rqlite browser demo demo-cluster test test-fast lint bench bench-smoke cluster \
+	screenshots ui clean
 
 setup: $(INSTALLED) $(RQLITED)
 
@@ -24,13 +25,22 @@ $(INSTALLED): pyproject.toml
 $(RQLITED): $(INSTALLED)
 	$(BIN)/raftflow install-rqlite --dest .rqlite
 
+# The dashboard's browser test drives Debian's headless Chromium with its chromedriver.
+# Installed here when missing (root, as on CI); elsewhere the test skips and says why.
+browser:  ## install chromium + chromium-driver (apt) when they are missing
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver >/dev/null; \
+	else echo "chromium/chromedriver missing and not root: the browser test will skip"; fi
+
 demo: setup  ## the checkout demo on a local SQLite file (one process)
 	$(BIN)/raftflow demo
 
 demo-cluster: setup  ## the same demo on a local 3-node rqlite cluster, two worker processes
 	$(BIN)/raftflow demo --cluster
 
-test: setup  ## the whole suite against real rqlite clusters
+test: setup browser  ## the whole suite against real rqlite clusters
 	$(BIN)/pytest
 
 test-fast: setup  ## unit tests only (no server)
@@ -54,6 +64,12 @@ bench-smoke: setup  ## the benchmark in seconds (what CI checks)
 
 cluster: setup  ## a local 3-node rqlite cluster until Ctrl-C
 	$(BIN)/raftflow cluster --nodes 3
+
+ui: setup  ## the dashboard on http://127.0.0.1:8080 for $$RAFTFLOW_URL
+	$(BIN)/raftflow ui
+
+screenshots: setup browser  ## refresh docs/img/*.png from the dashboard's browser test
+	RAFTFLOW_SCREENSHOTS=docs/img $(BIN)/pytest -q tests/integration/test_dashboard.py
 
 clean:
 	rm -rf $(VENV) .rqlite .pytest_cache .mypy_cache .ruff_cache .typecheck

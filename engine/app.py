@@ -25,7 +25,7 @@ from raftflow.engine.errors import (
 )
 from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
-from raftflow.engine.hooks import Hooks
+from raftflow.engine.hooks import HookChain, Hooks
 from raftflow.engine.local import LocalWorkers
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.retry import Retry
@@ -305,6 +305,7 @@ class Engine(DurableCalls):
                     timeout=definition.timeout,
                     lease_token=token,
                     visibility=local.options.visibility if local is not None else 30.0,
+                    trace_context=HookChain(self.hooks).trace_context() if self.hooks else None,
                 )
             )
         except BaseException:

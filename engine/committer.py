@@ -12,12 +12,14 @@ concurrent requests never reorder an execution's commits.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from raftflow.engine.backend import AsyncBackend, Commit, CommitOutcome
 
 if TYPE_CHECKING:
+    from raftflow.engine.hooks import HookChain
     from raftflow.engine.worker import WorkerOptions, WorkerStats
 
 Waiting = tuple[Commit, "asyncio.Future[CommitOutcome]"]
@@ -26,8 +28,15 @@ Waiting = tuple[Commit, "asyncio.Future[CommitOutcome]"]
 class Committer:
     """Batches commits on the worker's loop; :meth:`run` is its task."""
 
-    def __init__(self, backend: AsyncBackend, options: WorkerOptions, stats: WorkerStats) -> None:
+    def __init__(
+        self,
+        backend: AsyncBackend,
+        options: WorkerOptions,
+        stats: WorkerStats,
+        hooks: HookChain | None = None,
+    ) -> None:
         self._backend = backend
+        self._hooks = hooks
         self._options = options
         self._stats = stats
         self._waiting: list[Waiting] = []
@@ -62,16 +71,19 @@ class Committer:
                 task.cancel()
 
     async def _flush(self, batch: Sequence[Waiting]) -> None:
+        started, applied, error = time.perf_counter(), 0, None
         try:
             flow = self._backend.flows.commit([c for c, _ in batch], self._options.visibility)
             outcomes = await self._backend.run(flow)
             self._stats.commit_requests += 1
         except Exception as exc:  # every waiter gets it: each hands its execution back
+            error = exc
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
         else:
             for (_, future), outcome in zip(batch, outcomes):
+                applied += outcome.applied
                 if not future.done():
                     future.set_result(outcome)
         finally:
@@ -79,3 +91,8 @@ class Committer:
             # batch is taken, so their next commits join it (a release first halves the
             # batches: measured, 7.7 commits per request instead of 12.8).
             self._slots.release()
+            if self._hooks is not None:
+                duration = time.perf_counter() - started
+                self._hooks.after_commit_batch(
+                    size=len(batch), applied=applied, duration=duration, error=error
+                )

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
 from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
+from raftflow.engine.presence import Presence
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
 from raftflow.transports.errors import (
@@ -71,7 +73,8 @@ class Session:
         self.slot_freed = asyncio.Event()
         self.activations: set[Activation] = set()
         self.tasks: set[asyncio.Task[None]] = set()
-        self.committer = Committer(backend, self.options, self.stats)
+        self.committer = Committer(backend, self.options, self.stats, self.hooks)
+        self.presence = Presence(self)
         #: Suspended runs kept for their next turn (sticky continuation), by execution id.
         self.continuations: OrderedDict[str, Activation] = OrderedDict()
         self._runs: set[asyncio.Task[None]] = set()  # async runs (they outlive a turn)
@@ -155,9 +158,11 @@ class Session:
         self._pool = pool
         committer = asyncio.create_task(self.committer.run(), name="raftflow-committer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
+        presence = asyncio.create_task(self.presence.run(), name="raftflow-presence")
         log.info("worker %s started (concurrency %d)", worker_id, options.concurrency)
         try:
             await self.backend.run(self.backend.queue.clock.now())  # sync the clock first
+            self.hooks.worker_started(self.worker)
             self.worker.engine.local.add(self)
             if on_ready is not None:
                 on_ready()
@@ -167,9 +172,11 @@ class Session:
                 self.worker.engine.local.remove(self)
             await self._drain()
         finally:
-            for task in (committer, heartbeat):
+            for task in (committer, heartbeat, presence):
                 task.cancel()
-            await asyncio.gather(committer, heartbeat, return_exceptions=True)
+            await asyncio.gather(committer, heartbeat, presence, return_exceptions=True)
+            await self.presence.leave()
+            self.hooks.worker_stopped(self.worker)
             for activation in self.continuations.values():
                 activation.discard()
             self.continuations.clear()
@@ -208,7 +215,9 @@ class Session:
                 claim = self.backend.flows.claim(
                     self.worker_id, options.visibility, free, options.min_priority, fingerprints
                 )
+                started = time.perf_counter()
                 claimed = await self.backend.run(claim)
+                self.hooks.after_claim(claimed=len(claimed), duration=time.perf_counter() - started)
             except FATAL_ERRORS:
                 raise  # retrying cannot help: credentials, permissions, a bug
             except Exception as exc:
@@ -238,6 +247,18 @@ class Session:
     # -- one event: what happens to an execution is decided here, and only here -----------
 
     async def _handle(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
+        """One claimed event, between the turn hooks (this task is the turn's)."""
+        record = claimed.execution
+        if record is None or record.status.is_final:
+            await self._handle_event(pool, claimed)
+            return
+        self.hooks.turn_started(record)
+        try:
+            await self._handle_event(pool, claimed)
+        finally:
+            self.hooks.turn_ended(record)
+
+    async def _handle_event(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
         lease, record = claimed.lease, claimed.execution
         try:
             if record is None or record.status.is_final:

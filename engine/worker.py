@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raftflow.engine.hooks import HookChain
+from raftflow.engine.presence import PresenceState
 from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import check_id, check_priority
 
@@ -102,6 +103,8 @@ class Worker:
         self.worker_id = self.options.worker_id or default_worker_id()
         self.hooks = HookChain(engine.hooks)
         self.stats = WorkerStats()
+        #: What this worker's presence beat last learned (``raftflow workers``, metrics).
+        self.presence = PresenceState()
         self._stop_requested = threading.Event()
         self._session: Session | None = None
         self._round_trips = 0

@@ -65,6 +65,7 @@ class ExecutionRecord:
     parent_id: str | None = None  # the execution that started it as a child
     cancel_reason: str | None = None  # a cancel was asked (it is done at the next event)
     deadline: float | None = None  # @engine.workflow(timeout=...): cancelled if running then
+    trace_context: str | None = None  # JSON W3C trace context of the start (tracing)
     commit_id: str | None = field(default=None, repr=False)  # the last full commit
     last_idx: int | None = field(default=None, repr=False)  # the last recorded call
 

@@ -64,6 +64,7 @@ class StoreFlows:
         timeout: float | None = None,
         lease_token: str | None = None,
         visibility: float = 30.0,
+        trace_context: str | None = None,
     ) -> Flow[StartOutcome]:
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
@@ -85,8 +86,21 @@ class StoreFlows:
             "lease_token": lease_token,
             "lease_expiry": None if lease_token is None else now + visibility,
         }
+        # The trace context, when there is one, in the same transaction (an operator
+        # feature: the start's one statement and the schema's start trigger stay as they are).
+        traced = (
+            ()
+            if trace_context is None
+            else (
+                QUERIES(
+                    "set_trace_context",
+                    {"id": execution_id, "commit_id": commit_id, "trace_context": trace_context},
+                ),
+            )
+        )
         statements = [
             QUERIES("start", params),
+            *traced,
             QUERIES("started", {"commit_id": commit_id, "id": execution_id}),
             QUERIES("get", {"id": execution_id}),
         ]
@@ -96,11 +110,11 @@ class StoreFlows:
             )
         response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
-        created = response[1].first()
-        record = response[2].first()
+        created = response.result_of("store.started").first()
+        record = response.result_of("store.get").first()
         if record is None or created is None:
             raise InvalidArgumentError(f"execution {execution_id!r} could not be started")
-        lease = response[3].first() if lease_token is not None else None
+        lease = response.result_of("store.start_lease").first() if lease_token else None
         return StartOutcome(
             execution_from_row(record),
             created=bool(created["created"]),
@@ -228,6 +242,7 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
         parent_id=row.get("parent_id"),
         cancel_reason=row.get("cancel_reason"),
         deadline=row.get("deadline"),
+        trace_context=row.get("trace_context"),
         commit_id=row.get("commit_id"),
         last_idx=row.get("last_idx"),
     )

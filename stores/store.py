@@ -101,11 +101,21 @@ class SqlStore(_Store[Database]):
         event: Any,
         priority: int = 0,
         timeout: float | None = None,
+        trace_context: str | None = None,
     ) -> StartOutcome:
         """Record a new execution and publish its first ``event``, atomically; an existing
         ``execution_id`` is returned as it is (``created`` false). ``timeout``: its
-        deadline, that many seconds from now."""
-        flow = self.flows.start(execution_id, workflow, input, priority, event, timeout=timeout)
+        deadline, that many seconds from now; ``trace_context``: the caller's trace (JSON
+        W3C context), continued by the workers' spans."""
+        flow = self.flows.start(
+            execution_id,
+            workflow,
+            input,
+            priority,
+            event,
+            timeout=timeout,
+            trace_context=trace_context,
+        )
         return self.database.run(flow)
 
     def get(self, execution_id: str) -> ExecutionRecord | None:
@@ -175,9 +185,18 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
         event: Any,
         priority: int = 0,
         timeout: float | None = None,
+        trace_context: str | None = None,
     ) -> StartOutcome:
         """Record a new execution and publish its first ``event``, atomically."""
-        flow = self.flows.start(execution_id, workflow, input, priority, event, timeout=timeout)
+        flow = self.flows.start(
+            execution_id,
+            workflow,
+            input,
+            priority,
+            event,
+            timeout=timeout,
+            trace_context=trace_context,
+        )
         return await self.database.run(flow)
 
     async def get(self, execution_id: str) -> ExecutionRecord | None:

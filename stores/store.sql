@@ -14,7 +14,7 @@
 -- name: fragment.claimed_columns
 -- What a worker reads of what it claims (no count: its cost grows with the history).
 id, workflow, status, input, output, error, priority, created_at, updated_at, completed_at,
-parent_id, cancel_reason, deadline
+parent_id, cancel_reason, deadline, trace_context
 
 -- name: fragment.step_columns
 execution_id, idx, name, status, output, error, started_at, ended_at, worker_id, kind,
@@ -29,6 +29,11 @@ VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id,
 -- name: start_lease
 -- The first event of a start that leased it (the fast path): which message it is.
 SELECT seq, lock_expiry FROM messages WHERE group_id = :id AND locked_by = :lease_token;
+
+-- name: set_trace_context
+-- In the start's transaction, when the caller runs in a trace: only an execution this
+-- start created (its commit id, not yet replaced by any commit) takes the context.
+UPDATE executions SET trace_context = :trace_context WHERE id = :id AND commit_id = :commit_id;
 
 -- name: started
 -- Whether this start created the execution (its commit id) or found it already there.
@@ -192,3 +197,32 @@ ON CONFLICT (execution_id, key) DO UPDATE SET value = excluded.value,
 
 -- name: get_event
 SELECT value, updated_at FROM events WHERE execution_id = :execution_id AND key = :key;
+
+-- ---------------------------------------------------------------- operators' lists
+-- `raftflow list` and the dashboard: newest first, created at or after :since (0: all),
+-- each filter combination on an index (executions_by_created / _by_status / _by_workflow).
+
+-- name: list_recent
+SELECT {{fragment.execution_columns}}
+FROM executions WHERE created_at >= :since ORDER BY created_at DESC, id LIMIT :limit;
+
+-- name: list_by_status_since
+SELECT {{fragment.execution_columns}}
+FROM executions WHERE status = :status AND created_at >= :since
+ORDER BY created_at DESC, id LIMIT :limit;
+
+-- name: list_by_workflow
+SELECT {{fragment.execution_columns}}
+FROM executions WHERE workflow = :workflow AND created_at >= :since
+ORDER BY created_at DESC, id LIMIT :limit;
+
+-- name: list_by_workflow_status
+-- `+status`: walk the workflow's range newest first (bounded by :since and :limit), not
+-- every execution of that status.
+SELECT {{fragment.execution_columns}}
+FROM executions WHERE workflow = :workflow AND +status = :status AND created_at >= :since
+ORDER BY created_at DESC, id LIMIT :limit;
+
+-- name: count_by_status_since
+-- The dashboard's live counts: one index range per status, bounded by the time window.
+SELECT COUNT(*) AS n FROM executions WHERE status = :status AND created_at >= :since;

@@ -11,7 +11,17 @@ import httpx
 from raftflow.transports.database import Database
 from raftflow.transports.flow import Flow, Request, Statement
 
-TABLES = ("messages", "groups", "message_keys", "executions", "steps", "signals", "events")
+TABLES = (
+    "messages",
+    "groups",
+    "message_keys",
+    "executions",
+    "steps",
+    "signals",
+    "events",
+    "workers",
+    "worker_duties",
+)
 
 
 def rows(database: Database, sql: str, *params: object) -> list[dict[str, Any]]:

@@ -84,8 +84,17 @@ def test_the_wheel_holds_one_top_level_package_and_the_sql(dist: Path) -> None:
         "raftflow",
         wheel.name.split("-py3")[0] + ".dist-info",
     }
-    for path in ("raftflow/transports/queue.sql", "raftflow/stores/store.sql", "raftflow/py.typed"):
-        assert path in names
+    for path in (
+        "raftflow/transports/queue.sql",
+        "raftflow/stores/store.sql",
+        "raftflow/stores/ops.sql",
+        "raftflow/transports/migrations/0004_operations.sql",
+        "raftflow/engine/ui/templates/execution.html",
+        "raftflow/engine/ui/static/style.css",
+        "raftflow/engine/ui/static/live.js",
+        "raftflow/py.typed",
+    ):
+        assert path in names, path
 
 
 def test_the_sdist_holds_the_sources_and_the_sql(dist: Path) -> None:

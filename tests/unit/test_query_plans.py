@@ -9,11 +9,22 @@ import sqlite3
 
 import pytest
 from raftflow.stores.flows import QUERIES as STORE
+from raftflow.stores.inspect import OPS
 from raftflow.transports.catalogue import Catalogue
 from raftflow.transports.queue import QUERIES as QUEUE
 from raftflow.transports.schema import MIGRATIONS
 
-TABLES = ("messages", "groups", "executions", "steps", "message_keys")
+TABLES = (
+    "messages",
+    "groups",
+    "executions",
+    "steps",
+    "message_keys",
+    "signals",
+    "events",
+    "workers",
+    "worker_duties",
+)
 HOT_PATH = [
     (QUEUE, "publish"),
     (QUEUE, "claim"),
@@ -46,9 +57,29 @@ HOT_PATH = [
     (STORE, "get"),
     (STORE, "steps"),
     (STORE, "list_by_status"),
+    (STORE, "set_trace_context"),
+    # What operators read (CLI, dashboard) and what workers write about themselves.
+    (STORE, "list_recent"),
+    (STORE, "list_by_status_since"),
+    (STORE, "list_by_workflow"),
+    (STORE, "list_by_workflow_status"),
+    (STORE, "count_by_status_since"),
+    (OPS, "queue_depth"),
+    (OPS, "parked"),
+    (OPS, "leases"),
+    (OPS, "signals_of"),
+    (OPS, "events_of"),
+    (OPS, "messages_of"),
+    (OPS, "workers_seen"),
+    (OPS, "beat"),
+    (OPS, "forget_workers"),
+    (OPS, "take_duty"),
+    (OPS, "duty_holder"),
+    (OPS, "drop_duty"),
 ]
 PARAMS = {
     "token": "t",
+    "worker_id": "w",
     "now": 1.0,
     "expiry": 2.0,
     "limit": 8,
@@ -73,16 +104,26 @@ PARAMS = {
     "first": 0,
     "cached": "{}",
     "value": "1",
+    "since": 0.0,
+    "workflow": "w",
+    "trace_context": "{}",
+    "duty": "d",
+    "host": "h",
+    "pid": 1,
+    "version": "v",
+    "concurrency": 1,
+    "state": "running",
+    "started_at": 0.0,
+    "steps": 0,
+    "running": 0,
     **dict.fromkeys(
         [
             "parent_id",
             "deadline",
             "lease_token",
             "lease_expiry",
-            "workflow",
             "input",
             "lease_seq",
-            "worker_id",
             "step_idx",
             "step_name",
             "step_status",
@@ -121,3 +162,16 @@ def test_claim_walks_the_ready_index_per_priority(db: sqlite3.Connection) -> Non
     plan = "\n".join(row[3] for row in db.execute(QUEUE.explain("claim").sql, PARAMS))
     assert plan.count("USING INDEX groups_ready (priority=? AND ready_at<?)") == 5
     assert "USING COVERING INDEX messages_by_group (group_id=?)" in plan
+
+
+def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:
+    def plan(name: str) -> str:
+        return "\n".join(row[3] for row in db.execute(STORE.explain(name).sql, PARAMS))
+
+    assert "executions_by_workflow (workflow=? AND created_at>?)" in plan("list_by_workflow")
+    assert "executions_by_workflow (workflow=? AND created_at>?)" in plan("list_by_workflow_status")
+    assert "executions_by_status (status=? AND created_at>?)" in plan("count_by_status_since")
+    assert "executions_by_created (created_at>?)" in plan("list_recent")
+    leases = "\n".join(row[3] for row in db.execute(OPS.explain("leases").sql, PARAMS))
+    assert leases.count("messages_by_token (locked_by<?)") == 1
+    assert leases.count("messages_by_token (locked_by>?)") == 1

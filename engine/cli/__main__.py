@@ -1,0 +1,7 @@
+"""``python -m raftflow.engine.cli``: the ``raftflow`` command."""
+
+import sys
+
+from raftflow.engine.cli.main import main
+
+sys.exit(main())

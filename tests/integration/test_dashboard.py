@@ -1,0 +1,279 @@
+"""The dashboard in a real headless Chromium (Debian's chromium + chromium-driver, driven by
+Selenium), against the shared cluster with a worker process: the pages, a cancel and a
+signal done by clicking, and the authentication and CSRF checks over plain HTTP.
+
+Screenshots go to the test's temporary folder; with ``RAFTFLOW_SCREENSHOTS=docs/img``
+(``make screenshots``) also there, for the README. Without Chromium the browser test is
+skipped, with the reason -- under CI (``CI=1``) it fails instead: ``make test`` installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from raftflow.engine.ui.server import execution_url
+from raftflow.transports.rqlite.local import LocalCluster
+from raftflow.transports.rqlite.local.ports import pick_free_ports
+
+from tests.apps import ops
+from tests.integration.workers import WorkerProcess, rotated_url
+from tests.support import clear_tables, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "correct-horse-battery-staple"
+
+
+class Dashboard:
+    def __init__(self, url: str, log: Path, *extra: str) -> None:
+        (self.port,) = pick_free_ports(1)
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "raftflow",
+                "ui",
+                "--url",
+                url,
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(self._up, timeout=60, interval=0.1)
+
+    def _up(self) -> bool:
+        assert self.process.poll() is None, "the dashboard exited"
+        try:
+            return httpx.get(self.base + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def url(rqlite_cluster: LocalCluster) -> str:
+    clear_tables(rqlite_cluster.url)
+    return rotated_url(rqlite_cluster.urls, 2)
+
+
+@pytest.fixture(scope="module")
+def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A worker, the app's executions (finished, failed, waiting), an open dashboard."""
+    logs = tmp_path_factory.mktemp("dashboard")
+    worker = WorkerProcess(
+        "tests.apps.ops:engine", url, logs / "worker.log", concurrency=4, worker_id="ui-worker"
+    )
+    ops.engine.connect(url)
+    dashboard: Dashboard | None = None
+    try:
+        order = ops.Order
+        done = [ops.engine.start(ops.checkout, order(id=f"o-{i}", amount=10 + i)) for i in range(3)]
+        failed = ops.engine.start(ops.refund, order(id="o-9", amount=9), execution_id="refund-9")
+        batch = ops.engine.start(ops.batch, [order(id="b-1", amount=1), order(id="b-2", amount=2)])
+        to_cancel = ops.engine.start(
+            ops.approval, order(id="o-20", amount=20), execution_id="approval-cancel-me"
+        )
+        to_signal = ops.engine.start(
+            ops.approval, order(id="o-21", amount=21), execution_id="approval-signal-me"
+        )
+        for handle in (*done, batch):
+            handle.result(timeout=60)
+        wait_until(lambda: failed.status().is_final, timeout=60)
+        for handle in (to_cancel, to_signal):
+            wait_until(lambda h=handle: h.info().steps_done == 1, timeout=60)
+        dashboard = Dashboard(url, logs / "ui.log")
+        yield {
+            "dashboard": dashboard,
+            "url": url,
+            "logs": logs,
+            "cancel": to_cancel,
+            "signal": to_signal,
+            "failed": failed,
+            "batch": batch,
+        }
+    finally:
+        if dashboard is not None:
+            dashboard.stop()
+        worker.stop()
+        ops.engine.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        reason = "Debian's chromium and chromium-driver are not installed (make browser)"
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"CI is set and {reason}", pytrace=False)
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1360,900",
+        "--hide-scrollbars",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shooter(folder: Path) -> Callable[[Any, str], Path]:
+    extra = os.environ.get("RAFTFLOW_SCREENSHOTS")
+
+    def shoot(driver: Any, name: str) -> Path:
+        path = folder / f"{name}.png"
+        driver.save_screenshot(str(path))
+        if extra:
+            target = ROOT / extra if not os.path.isabs(extra) else Path(extra)
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target / path.name)
+        return path
+
+    return shoot
+
+
+def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
+    running: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    base = running["dashboard"].base
+    shoot = shooter(tmp_path)
+    find = browser.find_element
+
+    def text_of(selector: str) -> str:
+        return str(find(By.CSS_SELECTOR, selector).text)
+
+    # Executions: every one listed, with live counts.
+    browser.get(base + "/executions")
+    table = text_of("#executions")
+    for needle in ("approval-cancel-me", "refund-9", "checkout", "batch"):
+        assert needle in table
+    assert wait_until(lambda: text_of('[data-status="succeeded"]') == "6", timeout=10)
+    assert text_of('[data-status="failed"]') == "1"
+    shoot(browser, "executions")
+
+    # The failed one: the timeline, the retry's history, the error with its traceback.
+    find(By.LINK_TEXT, "refund-9").click()
+    page = text_of("main")
+    assert "call_bank" in page and "attempt 1 failed" in page and "ConnectionError" in page
+    assert "Cancel…" not in page  # finished: no actions
+    shoot(browser, "execution-failed")
+
+    # The batch: its children, linked.
+    browser.get(base + execution_url(running["batch"].id))
+    assert f"{running['batch'].id}/0" in text_of("main")
+
+    # Cancel by clicking: the confirmation page, then the status changes.
+    target = running["cancel"]
+    browser.get(base + execution_url(target.id))
+    assert "parked" in text_of("#lease")
+    shoot(browser, "execution")
+    find(By.ID, "cancel").click()
+    assert "Cancel" in text_of("h1") and target.id in text_of("h1")
+    shoot(browser, "confirm-cancel")
+    find(By.ID, "confirm").click()
+
+    def status_is(expected: str) -> bool:
+        browser.refresh()
+        return text_of("#status") == expected
+
+    wait_until(lambda: status_is("cancelled"), timeout=30, interval=0.3)
+    assert target.status().value == "cancelled"
+    assert "Cancel…" not in text_of("main")
+
+    # Send a signal by clicking: the waiting approval continues and succeeds.
+    other = running["signal"]
+    browser.get(base + execution_url(other.id))
+    find(By.ID, "send").click()
+    find(By.ID, "topic").send_keys("review")
+    message = find(By.ID, "message")
+    message.clear()
+    message.send_keys('{"ok": true}')
+    find(By.ID, "confirm").click()
+    wait_until(lambda: status_is("succeeded"), timeout=30, interval=0.3)
+    assert other.result(timeout=10) == "pay-o-21-21.00"
+    assert "review" in text_of("main")  # the signal, listed
+
+    # The queue and the workers.
+    browser.get(base + "/queue")
+    assert [
+        row.text.split()[0] for row in browser.find_elements(By.CSS_SELECTOR, "#depth tbody tr")
+    ] == ["4", "3", "2", "1", "0"]
+    shoot(browser, "queue")
+    browser.get(base + "/workers")
+    assert "ui-worker" in text_of("#workers") and "running" in text_of("#workers")
+    shoot(browser, "workers")
+    assert all(
+        (tmp_path / f"{n}.png").stat().st_size > 10_000
+        for n in ("executions", "execution", "queue", "workers")
+    )
+
+
+def test_tokens_read_only_and_csrf_are_enforced(running: dict[str, Any]) -> None:
+    base = running["dashboard"].base
+    target = running["failed"].id
+    with httpx.Client(base_url=base, timeout=10) as open_client:
+        page = open_client.get(f"/cancel?id={target}")
+        assert page.status_code == 200 and open_client.cookies.get("raftflow_csrf")
+        assert page.headers["x-frame-options"] == "DENY"
+        token = open_client.cookies["raftflow_csrf"]
+        assert open_client.post("/cancel", data={"id": target, "csrf": "forged"}).status_code == 403
+        foreign = open_client.post(
+            "/cancel", data={"id": target, "csrf": token}, headers={"Origin": "http://evil.example"}
+        )
+        assert foreign.status_code == 403
+        assert open_client.get("/executions/no-such-id").status_code == 404
+
+    guarded = Dashboard(
+        running["url"], running["logs"] / "ui-token.log", "--token", TOKEN, "--read-only"
+    )
+    try:
+        with httpx.Client(base_url=guarded.base, timeout=10) as client:
+            assert client.get("/executions").status_code == 401
+            assert client.get("/executions", headers={"Accept": "text/html"}).status_code == 303
+            bearer = {"Authorization": f"Bearer {TOKEN}"}
+            page = client.get(execution_url(running["cancel"].id), headers=bearer)
+            assert page.status_code == 200 and "read-only" in page.text
+            signed = client.post("/login", data={"token": TOKEN})
+            assert signed.status_code == 303 and TOKEN not in str(client.cookies)
+            assert client.get("/workers").status_code == 200  # the session cookie
+            csrf = client.cookies["raftflow_csrf"]
+            refused = client.post("/cancel", data={"id": target, "csrf": csrf})
+            assert refused.status_code == 403 and "read-only" in refused.text
+    finally:
+        guarded.stop()
+    assert TOKEN not in (running["logs"] / "ui-token.log").read_text()

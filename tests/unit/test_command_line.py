@@ -1,0 +1,149 @@
+"""The CLI in-process (no server): help texts, usage errors, exit codes, ``--since``,
+progress on a terminal. tests/integration/test_cli.py runs it as a subprocess on rqlite."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+from pathlib import Path
+
+import click
+import pytest
+from raftflow.engine.cli import cli, main
+from raftflow.engine.cli.common import Exit, Progress, exit_code_of, parse_since
+from raftflow.engine.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+    ResultTimeoutError,
+    SchemaOutdatedError,
+    UnavailableError,
+)
+
+APP = "tests.apps.ops:engine"
+CONNECTING = [
+    "start",
+    "result",
+    "get",
+    "steps",
+    "list",
+    "cancel",
+    "send",
+    "queue",
+    "workers",
+    "ui",
+    "worker",
+    "migrate",
+]
+
+
+@pytest.fixture(autouse=True)
+def no_env_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RAFTFLOW_URL", "RAFTFLOW_APP", "RAFTFLOW_UI_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def help_of(name: str) -> str:
+    command = cli.commands[name]
+    with click.Context(command, info_name=name) as context:
+        return command.get_help(context)
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    visible = [name for name, c in cli.commands.items() if not c.hidden]
+    assert sorted(visible) == sorted([*CONNECTING, "demo", "cluster", "install-rqlite"])
+    for name in visible:
+        assert "Example:" in help_of(name), name
+    for name in CONNECTING:
+        text = help_of(name)
+        for option in ("--url", "--ca-file", "--insecure", "--retry-timeout", "--connect-timeout"):
+            assert option in text, (name, option)
+        assert "--http-timeout" in text, name
+    assert "resume, fork and schedules" in " ".join(cli.get_help(click.Context(cli)).split())
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/cli.db"
+    assert main(["list"]) == Exit.USAGE  # no --url and no RAFTFLOW_URL
+    assert "RAFTFLOW_URL" in capsys.readouterr().err
+    assert main(["list", "--status", "sleepy", "--url", url]) == Exit.USAGE
+    assert main(["start", "checkout", "{}", "--url", url]) == Exit.USAGE  # no --app
+    assert main(["start", "checkout", "not json", "--app", APP, "--url", url]) == Exit.USAGE
+    assert "not JSON" in capsys.readouterr().err
+    assert main(["list", "--since", "last tuesday", "--url", url]) == Exit.USAGE
+    assert main(["ui", "--bind", "0.0.0.0:8080", "--url", url]) == Exit.USAGE
+    assert "refusing to serve" in capsys.readouterr().err
+    assert main(["no-such-command"]) == Exit.USAGE
+
+
+def test_on_sqlite_a_whole_round(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/round.db"
+    order = '{"id": "o1", "amount": 2}'
+    assert main(["start", "approval", order, "--app", APP, "--id", "a1", "--url", url]) == 0
+    assert capsys.readouterr().out.strip() == "a1"
+    assert main(["result", "a1", "--timeout", "0.05", "--url", url]) == Exit.TIMEOUT
+    assert main(["send", "a1", '{"ok": true}', "--topic", "review", "--url", url]) == 0
+    assert main(["cancel", "a1", "--json", "--url", url]) == 0
+    capsys.readouterr()
+    assert main(["list", "--json", "--workflow", "approval", "--url", url]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["id"] == "a1" and row["cancel_reason"] == "cancelled"
+    assert main(["get", "nope", "--url", url]) == Exit.FAILED
+
+
+def test_exit_codes_of_errors() -> None:
+    assert exit_code_of(UnavailableError("down")) == Exit.UNAVAILABLE
+    assert exit_code_of(ResultTimeoutError("slow")) == Exit.TIMEOUT
+    assert exit_code_of(InvalidArgumentError("bad")) == Exit.USAGE
+    assert exit_code_of(ConfigurationError("bad url")) == Exit.USAGE
+    assert exit_code_of(SchemaOutdatedError("migrate")) == Exit.FAILED
+    assert exit_code_of(AuthenticationError("401")) == Exit.FAILED
+    assert exit_code_of(ExecutionNotFoundError("nope")) == Exit.FAILED
+
+
+def test_since_takes_durations_dates_and_epochs() -> None:
+    now = 1_000_000.0
+    assert parse_since("15m", now=now) == now - 900
+    assert parse_since("2h", now=now) == now - 7200
+    assert parse_since("7d", now=now) == now - 7 * 86400
+    assert parse_since("1234.5", now=now) == 1234.5
+    assert parse_since("2026-05-01T00:00:00+00:00") == 1777593600.0
+    assert parse_since(None) == 0.0
+    with pytest.raises(click.BadParameter):
+        parse_since("soon")
+
+
+def test_progress_shows_on_a_terminal_and_is_quiet_when_piped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    bar = Progress()  # stderr is not a terminal
+    bar.update("waiting for x: running")
+    bar.done()
+    assert piped.getvalue() == ""
+    leader, follower = pty.openpty()
+    with os.fdopen(follower, "w") as terminal:
+        monkeypatch.setattr("sys.stderr", terminal)
+        bar = Progress()
+        assert bar.enabled
+        bar.update("waiting for x: running, 2 steps")
+        bar.done()
+    assert b"waiting for x: running, 2 steps" in os.read(leader, 1024)
+    os.close(leader)
+
+
+def test_credentials_come_from_the_url_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raftflow.engine.cli.common import Connection
+
+    monkeypatch.setenv("RAFTFLOW_USERNAME", "ops")
+    monkeypatch.setenv("RAFTFLOW_PASSWORD", "s3cret")
+    options = Connection("http://127.0.0.1:4001", insecure=True, timeout=2.0).options()
+    assert options == {"timeout": 2.0, "verify": False, "username": "ops", "password": "s3cret"}
+    in_url = Connection("http://me:pw@127.0.0.1:4001").options()
+    assert "username" not in in_url  # the URL's own credentials win
+    assert Connection("sqlite:///x.db", insecure=True).options() == {}
+    assert "s3cret" not in repr(Connection("http://127.0.0.1:4001"))
