@@ -121,6 +121,8 @@ def claim_statement_costs(sizes: list[int], repeats: int = 20) -> dict[str, Any]
                 "expiry": t + 30,
                 "limit": 16,
                 "min_priority": 0,
+                "page": 1000,
+                "cached": "{}",
             }
             for catalogue, name in statements:
                 started = time.perf_counter()
