@@ -21,19 +21,18 @@ its image comes from Docker Hub, which not every CI reaches, and these fixtures 
 they start themselves; at session end anything still labelled with this process's id is
 removed too.
 
-In your own test suite::
+In your own test suite (deploy/README.md has it as a file that raftflow's tests run)::
 
-    # conftest.py: nothing to do, the fixtures come with `pip install raftflow[docker]`.
-    # test_checkout.py
-    from myapp import engine, checkout
+    from raftflow.engine.demo import checkout, engine, orders  # your app instead
 
-    def test_checkout_survives_a_node(rqlite_cluster_containers_factory):
+    def test_checkouts_survive_losing_the_leader(rqlite_cluster_containers_factory):
         cluster = rqlite_cluster_containers_factory(3)
         engine.connect(cluster.raftflow_url)
-        handle = engine.start(checkout, order)
+        handles = [engine.start(checkout, order) for order in orders(5)]
         with engine.running_worker():
-            cluster.kill(cluster.leader())
-            assert handle.result(timeout=60).paid
+            cluster.stop_node(cluster.leader())   # docker stop; cluster.kill(node): SIGKILL
+            receipts = [handle.result(timeout=60) for handle in handles]
+        assert [r.order_id for r in receipts] == [o.id for o in orders(5)]
 """
 
 from __future__ import annotations
