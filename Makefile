@@ -13,7 +13,7 @@ WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pypr
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
 .PHONY: setup rqlite demo demo-cluster test test-fast test-deploy lint bench bench-smoke cluster \
-	engines image image-rqlite image-worker clean
+	engines image image-rqlite image-worker image-worker-offline clean
 
 setup: $(INSTALLED) $(RQLITED)
 
@@ -55,6 +55,12 @@ image-rqlite: setup  ## deploy/rqlite.Dockerfile with the installer's checked rq
 
 image-worker:  ## deploy/worker.Dockerfile; its base python:3.11-slim must be pullable
 	docker build -f deploy/worker.Dockerfile -t $(WORKER_IMAGE) .
+
+# The same without a registry: a python3 base made with debootstrap (.ci/python-base, ~2 min).
+image-worker-offline:
+	.ci/python-base raftflow-local/python:3.11
+	docker build -f deploy/worker.Dockerfile --build-arg PYTHON_IMAGE=raftflow-local/python:3.11 \
+		-t $(WORKER_IMAGE) .
 
 # mypy maps module names to paths, so it type-checks the installed namespace (raftflow.*)
 # through a farm of symlinks shaped like the wheel: .typecheck/raftflow/{engine,...}.
