@@ -5,13 +5,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 RQLITED := .rqlite/bin/rqlited
+RQLITE_IMAGE := raftflow/rqlite:8.26.8
+WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
 # Where the harness installs and looks for rqlited (its default is the per-user cache): the
 # checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
-.PHONY: setup rqlite browser demo demo-cluster test test-fast lint bench bench-smoke cluster \
-	screenshots ui clean
+.PHONY: setup rqlite browser demo demo-cluster test test-fast test-deploy lint bench bench-smoke \
+	cluster screenshots ui engines image image-rqlite image-worker image-worker-offline clean
 
 setup: $(INSTALLED) $(RQLITED)
 
@@ -45,6 +47,29 @@ test: setup browser  ## the whole suite against real rqlite clusters
 
 test-fast: setup  ## unit tests only (no server)
 	$(BIN)/pytest tests/unit
+
+test-deploy: setup  ## deploy/ only: containers, compose, Kubernetes manifests, systemd units
+	$(BIN)/pytest tests/deploy tests/integration/in_containers
+
+# What the deployment tests need besides Python: a running Docker engine, docker-compose and
+# systemd-analyze. As root it installs (apt) and starts what is missing; .ci/run calls it.
+engines:
+	.ci/engines
+
+image: image-rqlite image-worker  ## both images of deploy/ (see deploy/README.md)
+
+image-rqlite: setup  ## deploy/rqlite.Dockerfile with the installer's checked rqlited (offline)
+	$(BIN)/python -m raftflow.transports.rqlite.local.containers build \
+		deploy/rqlite.Dockerfile --tag $(RQLITE_IMAGE)
+
+image-worker:  ## deploy/worker.Dockerfile; its base python:3.11-slim must be pullable
+	docker build -f deploy/worker.Dockerfile -t $(WORKER_IMAGE) .
+
+# The same without a registry: a python3 base made with debootstrap (.ci/python-base, ~2 min).
+image-worker-offline:
+	.ci/python-base raftflow-local/python:3.11
+	docker build -f deploy/worker.Dockerfile --build-arg PYTHON_IMAGE=raftflow-local/python:3.11 \
+		-t $(WORKER_IMAGE) .
 
 # mypy maps module names to paths, so it type-checks the installed namespace (raftflow.*)
 # through a farm of symlinks shaped like the wheel: .typecheck/raftflow/{engine,...}.

@@ -17,8 +17,12 @@ Modules, one job each:
 - ``node``: one ``rqlited`` process (:class:`Node`), its log, starting and stopping it;
 - ``probe``: ``/readyz`` and ``/status``, waiting for readiness and an agreed leader;
 - ``cluster``: :class:`LocalCluster`;
-- ``docker``: :class:`DockerRqlite`, one node in Docker;
+- ``topology``: the command lines of nodes and workers, shared with ``deploy/``;
+- ``containers``: :class:`RqliteContainer` and :class:`RqliteClusterContainers`, the same
+  nodes in Docker through testcontainers (``pip install raftflow[docker]``; import it from
+  its module: it needs the extra);
 - ``pytest_plugin``: the fixtures (pytest entry point ``raftflow_rqlite``);
+- ``container_fixtures``: their container twins (pytest entry point ``raftflow_rqlite_docker``);
 - ``cli`` / ``__main__``: ``python -m raftflow.transports.rqlite.local`` runs a cluster until
   Ctrl-C (as does ``raftflow cluster``).
 
@@ -36,7 +40,6 @@ Its errors are branches of raftflow's tree (:mod:`raftflow.transports.errors`)::
 """
 
 from raftflow.transports.rqlite.local.cluster import LocalCluster
-from raftflow.transports.rqlite.local.docker import DockerRqlite
 from raftflow.transports.rqlite.local.errors import ClusterError, NodeExitedError
 from raftflow.transports.rqlite.local.install import (
     RQLITE_VERSION,
@@ -54,7 +57,6 @@ from raftflow.transports.rqlite.local.processes import kill_all_started, started
 __all__ = [
     "RQLITE_VERSION",
     "ClusterError",
-    "DockerRqlite",
     "LocalCluster",
     "Node",
     "NodeExitedError",

@@ -9,7 +9,8 @@ demos and benchmarks.
 
 Every node of an n-node cluster is started with ``-bootstrap-expect n -join <all raft
 addrs>``, so any node — or all of them — can be restarted with identical arguments and
-rejoin from its data dir. The processes are started and tracked by
+rejoin from its data dir (the flags come from :mod:`.topology`, as do those of the
+containers and of ``deploy/``). The processes are started and tracked by
 :mod:`raftflow.transports.rqlite.local.processes`.
 """
 
@@ -43,6 +44,7 @@ from raftflow.transports.rqlite.local.ports import (
     save_ports,
 )
 from raftflow.transports.rqlite.local.probe import Probe
+from raftflow.transports.rqlite.local.topology import rqlited_args
 
 __all__ = ["LocalCluster"]
 
@@ -318,27 +320,25 @@ class LocalCluster:
         return nodes
 
     def _node_args(self, node: Node, raft_addrs: str) -> list[str]:
-        args = [
+        args = rqlited_args(
+            node_id=node.node_id,
+            http_addr=node.http_addr,
+            raft_addr=node.raft_addr,
+            join=raft_addrs.split(",") if self.size > 1 else (),
+            data_dir=str(node.data_dir),
+            auth_file=str(self.auth_file) if self.auth_file is not None else None,
+            join_as=self.join_as,
+            http_cert=str(self.http_cert) if self.http_cert is not None else None,
+            http_key=str(self.http_key) if self.http_key is not None else None,
+        )
+        data_dir = args.pop()
+        return [
             str(self.binary),
-            "-node-id",
-            node.node_id,
-            "-http-addr",
-            node.http_addr,
-            "-raft-addr",
-            node.raft_addr,
+            *args,
             "-raft-cluster-remove-shutdown=false",
+            *self.extra_args,
+            data_dir,
         ]
-        if self.size > 1:
-            args += ["-bootstrap-expect", str(self.size), "-join", raft_addrs]
-            if self.auth_file is not None and self.join_as is not None:
-                args += ["-join-as", self.join_as]
-        if self.auth_file is not None:
-            args += ["-auth", str(self.auth_file)]
-        if self.http_cert is not None and self.http_key is not None:
-            args += ["-http-cert", str(self.http_cert), "-http-key", str(self.http_key)]
-        args += self.extra_args
-        args.append(str(node.data_dir))
-        return args
 
     def _stop_processes(
         self, nodes: Sequence[Node], *, sig: int = signal.SIGTERM, timeout: float | None = None
