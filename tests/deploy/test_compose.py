@@ -128,7 +128,7 @@ def test_the_stack_runs_workflows_through_a_killed_node(
     try:
         demo_engine.connect(stack.url(2))
         orders = demo.orders(16)
-        handles = [demo_engine.start(demo.checkout, order) for order in orders]
+        handles = [demo.start(order) for order in orders]
         wait_until(lambda: sum(h.status() is Status.SUCCEEDED for h in handles) >= 3, 60)
         victim = stack.leader()
         stack.run("kill", victim)  # SIGKILL: no graceful step-down
@@ -137,7 +137,7 @@ def test_the_stack_runs_workflows_through_a_killed_node(
         codes = stop_all(workers)  # SIGTERM: they drain
 
     assert [r.order_id for r in receipts] == [o.id for o in orders]
-    assert all(len(h.steps()) == 4 for h in handles)
+    assert all(len(h.steps()) == demo.CALLS for h in handles)
     assert codes == [0, 0], [w.output()[-2000:] for w in workers]
     states = stack.run("ps", "-a")
     assert victim in states and "Exit 137" in states, states

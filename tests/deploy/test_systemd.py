@@ -243,14 +243,14 @@ def test_three_nodes_and_two_workers_started_as_the_units_start_them(
 
     demo_engine.connect(machines.worker_url(), verify=str(machines.ca_file))
     orders = demo.orders(12)
-    handles = [demo_engine.start(demo.checkout, order) for order in orders]
+    handles = [demo.start(order) for order in orders]
     wait_until(lambda: sum(h.status() is Status.SUCCEEDED for h in handles) >= 3, 60)
     # `systemctl stop rqlite@<leader>`: KillSignal=SIGTERM, the leader steps down.
     leader = machines.leader()
     assert machines.nodes[NAMES[leader]].stop(signal.SIGTERM) == 0
     receipts = [handle.result(timeout=120) for handle in handles]
     assert [r.order_id for r in receipts] == [o.id for o in orders]
-    assert all(len(h.steps()) == 4 for h in handles)
+    assert all(len(h.steps()) == demo.CALLS for h in handles)
     # Restart=always: the same command line, the same data directory; it rejoins.
     machines.start_node(leader)
     wait_until(lambda: machines.ready(leader), timeout=60, interval=0.2)

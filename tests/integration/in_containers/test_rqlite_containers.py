@@ -56,11 +56,11 @@ def test_a_single_container_runs_a_workflow(
 ) -> None:
     clear_tables(rqlite_container.url)
     demo_engine.connect(rqlite_container.raftflow_url)
-    handles = [demo_engine.start(demo.checkout, order) for order in demo.orders(3)]
+    handles = [demo.start(order) for order in demo.orders(3)]
     with demo_engine.running_worker(concurrency=2):
         receipts = [handle.result(timeout=60) for handle in handles]
     assert [r.tracking for r in receipts] == [f"trk-order-{i:03d}" for i in range(3)]
-    assert all(h.status() is Status.SUCCEEDED and len(h.steps()) == 4 for h in handles)
+    assert all(h.status() is Status.SUCCEEDED and len(h.steps()) == demo.CALLS for h in handles)
 
 
 def test_the_cluster_carries_on_when_the_leader_container_stops(
@@ -74,7 +74,7 @@ def test_the_cluster_carries_on_when_the_leader_container_stops(
     demo_engine.connect(cluster.raftflow_url)
     orders = demo.orders(24)
     with workers(DEMO, cluster.urls, 2, tmp_path, concurrency=4):
-        handles = [demo_engine.start(demo.checkout, order) for order in orders]
+        handles = [demo.start(order) for order in orders]
         wait_until(lambda: sum(h.status() is Status.SUCCEEDED for h in handles) >= 4, 60)
         leader = cluster.leader()
         cluster.stop_node(leader)
@@ -83,7 +83,7 @@ def test_the_cluster_carries_on_when_the_leader_container_stops(
         receipts = [handle.result(timeout=120) for handle in handles]
 
     assert [r.order_id for r in receipts] == [o.id for o in orders]
-    assert all(len(h.steps()) == 4 for h in handles)
+    assert all(len(h.steps()) == demo.CALLS for h in handles)
     cluster.start_node(leader)  # same container and data: it rejoins and catches up
     cluster.wait_ready(30)
     others = [n for n in cluster.nodes if n is not leader]

@@ -1,0 +1,150 @@
+"""Long executions: a worker keeps a run suspended between its turns and resumes it in
+memory when it claims the execution again and finds nothing changed -- no history read, no
+replay. Any doubt (another worker ran it, the cache evicted it) falls back to a replay.
+
+The claim's history reads are counted at the connection: ``store.claimed_steps`` rows
+(the claim's own read) and ``store.steps_page`` rows (the rest of a long history)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from raftflow.engine import Engine, Hooks
+from raftflow.transports.flow import Request, Response
+
+
+class RowsRead:
+    """Counts the step records the worker's claims read, by wrapping the connection."""
+
+    def __init__(self, engine: Engine) -> None:
+        connection = engine.backend.database.connection
+        send = connection.send
+        self.rows = 0
+        self.lock = threading.Lock()
+
+        def counting(request: Request) -> Response:
+            response = send(request)
+            for statement, result in zip(request.statements, response.results):
+                if statement.name in ("store.claimed_steps", "store.steps_page"):
+                    with self.lock:
+                        self.rows += len(result.rows)
+            return response
+
+        connection.send = counting
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = Engine.from_url(f"sqlite:///{tmp_path / 'long.db'}")
+    yield engine
+    engine.close()
+
+
+def counted_chain(engine: Engine, name: str = "chain") -> tuple[Any, Counter[int], list[int]]:
+    runs: Counter[int] = Counter()
+    bodies: list[int] = []
+
+    @engine.step(name=f"{name}_step")
+    def step(i: int) -> int:
+        runs[i] += 1
+        return i
+
+    @engine.workflow(name=name)
+    def chain(n: int) -> int:
+        bodies.append(n)
+        return sum(step(i) for i in range(n))
+
+    return chain, runs, bodies
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_same_worker_resumes_without_reading_the_history(engine: Engine, kind: str) -> None:
+    if kind == "sync":
+        chain, runs, bodies = counted_chain(engine)
+    else:
+        runs, bodies = Counter[int](), []
+
+        @engine.step
+        async def step(i: int) -> int:
+            runs[i] += 1
+            return i
+
+        @engine.workflow
+        async def chain(n: int) -> int:
+            bodies.append(n)
+            return sum([await step(i) for i in range(n)])
+
+    reads = RowsRead(engine)
+    handle = engine.start(chain, 40)
+    with engine.running_worker(concurrency=1, steps_per_turn=4) as worker:
+        assert handle.result(timeout=30) == sum(range(40))
+    assert runs == Counter({i: 1 for i in range(40)})
+    assert bodies == [40]  # the workflow's code ran once: no replay
+    assert worker.stats.resumed >= 9  # 10 turns of 4 steps: every claim after the first
+    assert reads.rows == 0  # and no claim read a recorded step
+
+
+def test_an_evicted_continuation_is_replayed(engine: Engine) -> None:
+    chain, runs, bodies = counted_chain(engine)
+    reads = RowsRead(engine)
+    handles = [engine.start(chain, 12) for _ in range(3)]
+    # Room for one kept run: three executions taking turns evict each other.
+    with engine.running_worker(concurrency=1, steps_per_turn=2, sticky_cache=1) as worker:
+        assert [h.result(timeout=30) for h in handles] == [sum(range(12))] * 3
+    assert sum(runs.values()) == 36  # every step once, whatever was replayed
+    assert len(bodies) > 3 and reads.rows > 0  # replays happened, reading the history
+    assert worker.stats.resumed < worker.stats.claimed
+
+
+def test_a_stale_continuation_is_never_resumed(tmp_path: Path) -> None:
+    """Two workers (two engines on one file) alternate on one execution: each keeps its run
+    between turns, and each must replay what the other recorded instead of resuming."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first, second = Engine.from_url(url), Engine.from_url(url)
+
+    class StepAside(Hooks):
+        """After each of its turns a worker stalls a moment: the other claims meanwhile."""
+
+        def turn_ended(self, record: Any) -> None:
+            time.sleep(0.15)
+
+    try:
+        for engine in (first, second):
+            engine.add_hooks(StepAside())
+        chains = [counted_chain(engine) for engine in (first, second)]
+        handle = first.start(chains[0][0], 30)
+        with (
+            first.running_worker(concurrency=1, steps_per_turn=1) as one,
+            second.running_worker(concurrency=1, steps_per_turn=1) as two,
+        ):
+            assert handle.result(timeout=60) == sum(range(30))
+        runs = chains[0][1] + chains[1][1]
+        assert runs == Counter({i: 1 for i in range(30)}), runs  # no step ran twice
+        took = (one.stats.claimed + one.stats.adopted, two.stats.claimed)
+        assert min(took) > 0, f"the workers did not alternate: {took}"
+        records = handle.steps()
+        assert [r.idx for r in records] == list(range(30))
+        assert sum(1 for r in records if r.worker_id.startswith(one.worker_id)) > 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_long_history_is_read_in_pages(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from raftflow.engine import backend
+
+    monkeypatch.setattr(backend, "HISTORY_PAGE", 7)
+    chain, runs, bodies = counted_chain(engine)
+    reads = RowsRead(engine)
+    handle = engine.start(chain, 30)
+    # No kept runs: each turn replays, reading the history 7 records at a time.
+    with engine.running_worker(concurrency=1, steps_per_turn=10, sticky_cache=0):
+        assert handle.result(timeout=30) == sum(range(30))
+    assert runs == Counter({i: 1 for i in range(30)})
+    assert len(bodies) == 3 and reads.rows == 10 + 20  # turns 2 and 3 read 10 and 20
