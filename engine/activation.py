@@ -30,6 +30,7 @@ import pydantic
 from pydantic_core import PydanticSerializationError
 from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal
 from raftflow.engine.errors import (
+    HistoryLimitError,
     InputValidationError,
     NonDeterminismError,
     StepError,
@@ -65,6 +66,7 @@ class Host(Protocol):
     hooks: HookChain
     store: StoreFlows
     registry: Registry
+    max_history: int
 
     async def commit(self, commit: Commit) -> CommitOutcome: ...
 
@@ -173,6 +175,21 @@ class Activation:
                 "running: the calls of one execution run one at a time (await each)"
             )
         index = self.next_index
+        limit = self.host.max_history
+        if index >= limit and index not in self.recorded:
+            raise HistoryLimitError(
+                f"execution {self.execution_id!r} reached its history limit of {limit} calls: "
+                "end the run with engine.continue_as_new(...) before that (or raise "
+                "Engine(max_history=...))"
+            )
+        if index == int(limit * 0.8) and index not in self.recorded:
+            log.warning(
+                "execution %s: %d calls recorded, 80%% of the history limit (%d); a loop "
+                "that never ends should call engine.continue_as_new()",
+                self.execution_id,
+                index,
+                limit,
+            )
         self.next_index += 1
         record = self.recorded.get(index)
         if record is not None and (record.kind, record.name) != (kind, name):

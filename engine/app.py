@@ -43,6 +43,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///raftflow.db"
+DEFAULT_MAX_HISTORY = 50_000
 
 
 class Engine(DurableCalls):
@@ -52,7 +53,9 @@ class Engine(DurableCalls):
     on rqlite (``http://host:4001``) or SQLite (``sqlite:///path.db``). Without a URL the
     engine connects on first use, so a module can define ``engine = Engine()`` and a
     worker can still point it elsewhere (``engine.connect(url)``). ``max_payload_bytes``
-    bounds every JSON payload it stores: inputs, step results, outputs.
+    bounds every JSON payload it stores: inputs, step results, outputs; ``max_history``
+    the calls one run of a workflow may record (a warning is logged at 80%, and the call
+    past the limit raises :class:`HistoryLimitError`).
 
     On connect the database's schema version is checked: an empty database is initialized,
     an older one is migrated only with ``auto_migrate`` (default: yes for SQLite, no for
@@ -65,6 +68,7 @@ class Engine(DurableCalls):
         url: str | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         auto_migrate: bool | None = None,
+        max_history: int = DEFAULT_MAX_HISTORY,
         **options: Any,
     ) -> None:
         if (
@@ -75,6 +79,10 @@ class Engine(DurableCalls):
             raise ConfigurationError("max_payload_bytes must be a positive int")
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
+        if isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 1:
+            raise ConfigurationError("max_history must be a positive int")
+        #: Calls one run of a workflow may record (warned at 80%): see continue_as_new.
+        self.max_history = max_history
         self.hooks: list[Hooks] = []
         #: The workers this engine runs in this process (the start fast path, engine/local.py).
         self.local = LocalWorkers()

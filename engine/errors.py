@@ -25,6 +25,7 @@ RaftflowError
     ├── StepError                       raised in a workflow when one of its steps failed
     ├── StepTimeoutError (TimeoutError)  a step's attempt ran longer than its timeout
     ├── NonDeterminismError             replay met a different step than recorded
+    ├── HistoryLimitError               a run recorded Engine(max_history=...) calls
     ├── WorkflowFailedError             result() of a failed execution
     ├── WorkflowCancelledError          result() of a cancelled execution
     └── ResultTimeoutError (TimeoutError)  result() waited longer than its timeout
@@ -56,6 +57,7 @@ __all__ = [
     "ExecutionConflictError",
     "ExecutionFinishedError",
     "ExecutionNotFoundError",
+    "HistoryLimitError",
     "InputValidationError",
     "InvalidArgumentError",
     "LeaseError",
@@ -104,6 +106,10 @@ class ExecutionConflictError(WorkflowError):
 class StepTimeoutError(WorkflowError, TimeoutError):
     """A step's attempt ran longer than ``@engine.step(timeout=...)``; retried per its
     ``Retry``, then its error."""
+
+
+class HistoryLimitError(WorkflowError):
+    """A run of a workflow reached ``Engine(max_history=...)`` recorded calls."""
 
 
 class NonDeterminismError(WorkflowError):

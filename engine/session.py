@@ -65,6 +65,7 @@ class Session:
         self.worker_id = worker.worker_id
         self.hooks = worker.hooks
         self.max_payload_bytes = worker.engine.max_payload_bytes
+        self.max_history = worker.engine.max_history
         self.backend = backend
         self.store = backend.store
         self.registry = worker.engine.registry

@@ -148,3 +148,22 @@ def test_a_long_history_is_read_in_pages(engine: Engine, monkeypatch: pytest.Mon
         assert handle.result(timeout=30) == sum(range(30))
     assert runs == Counter({i: 1 for i in range(30)})
     assert len(bodies) == 3 and reads.rows == 10 + 20  # turns 2 and 3 read 10 and 20
+
+
+def test_the_history_limit_warns_at_80_percent_then_stops_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from raftflow.engine import HistoryLimitError, WorkflowFailedError
+
+    engine = Engine.from_url(f"sqlite:///{tmp_path / 'limit.db'}", max_history=10)
+    try:
+        chain, runs, _ = counted_chain(engine)
+        handle = engine.start(chain, 20)
+        with engine.running_worker(), pytest.raises(WorkflowFailedError) as failed:
+            handle.result(timeout=20)
+        assert failed.value.error.type == HistoryLimitError.__name__
+        assert "continue_as_new" in failed.value.error.message
+        assert sum(runs.values()) == 10  # the 11th call was refused
+        assert "80% of the history limit" in caplog.text
+    finally:
+        engine.close()
