@@ -159,6 +159,10 @@ def run_default(ctx: Context) -> dict[str, Any]:
     try:
         if "raftflow" in s.phases or "e2e" in s.phases:
             out["raftflow"] = run_raftflow(ctx, engine)
+        if "latency" in s.phases:
+            from bench.turnaround import run_latency
+
+            out["latency"] = run_latency(ctx, engine, out.get("raw"))
     finally:
         engine.close()
     if "naive" in s.phases:
@@ -186,6 +190,7 @@ def phase_count(settings: Settings) -> int:
     count = 1 + (2 if "raw" in settings.phases else 0)
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
+    count += 4 if "latency" in settings.phases else 0
     return count + (1 if "naive" in settings.phases else 0)
 
 

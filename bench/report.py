@@ -325,4 +325,9 @@ def render(results: dict[str, Any]) -> str:
         return render_cost(results)
     if mode == "scale":
         return render_scale(results)
-    return render_default(results)
+    text = render_default(results)
+    if "latency" in results:
+        from bench.turnaround import render as render_latency
+
+        text += "\n" + render_latency(results["latency"])
+    return text
