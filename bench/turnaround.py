@@ -134,12 +134,12 @@ def goals(out: dict[str, Any], raw: dict[str, Any] | None) -> list[dict[str, Any
             "1-step start->result p50, same process <= 3x raw p50",
             out["one_in_process"]["p50_ms"],
             3 * raw_p50,
-        ),  # fmt: skip
+        ),
         (
             "1-step start->result p50, other process <= 3x raw p50 + poll/2",
             out["one_cross_process"]["p50_ms"],
             3 * raw_p50 + poll_ms,
-        ),  # fmt: skip
+        ),
     ]
     table = [
         {
@@ -148,7 +148,7 @@ def goals(out: dict[str, Any], raw: dict[str, Any] | None) -> list[dict[str, Any
             "bound": round(bound, 2),
             "ratio": latency.ratio(value, bound),
             "met": value is not None and value <= bound,
-        }  # fmt: skip
+        }
         for goal, value, bound in rows
     ]
     for clients, result in (("1", c1), ("8", c8)):
@@ -192,7 +192,8 @@ def render(out: dict[str, Any]) -> str:
     for key, label in (("one_in_process", "same process"), ("one_cross_process", "other process")):
         one = out[key]
         lines.append(
-            f"  1-step start -> result, worker in the {label}: p50 {one['p50_ms']} ms, p99 {one['p99_ms']} ms"
+            f"  1-step start -> result, worker in the {label}: p50 {one['p50_ms']} ms, "
+            f"p99 {one['p99_ms']} ms"
         )
     lines.append(
         f"  an idle worker: the leader at {out['idle_poll']['leader_core_percent']}% of a core"
