@@ -84,6 +84,15 @@ class Host(Protocol):
         ...
 
 
+class ContinueAsNew(BaseException):
+    """Raised by ``engine.continue_as_new``: this run ends, the next starts with
+    ``input_json``. A BaseException: a workflow's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, input_json: str) -> None:
+        super().__init__("continue as new")
+        self.input_json = input_json
+
+
 class Unwind(BaseException):
     """Ends a workflow run early: this worker no longer holds (or gives up) the lease.
 
@@ -378,6 +387,10 @@ class Activation:
         status = Status.SUCCEEDED if exc is None else Status.FAILED
         return self.take_staged(status=status, output=output, error=error)
 
+    def continue_commit(self, input_json: str) -> Commit:
+        """The commit that ends this run and starts the next with ``input_json``."""
+        return self.take_staged(continue_input=input_json)
+
     def cancel_commit(self, reason: str) -> Commit:
         """The commit that ends the run as cancelled (the staged call goes with it)."""
         return self.take_staged(status=Status.CANCELLED, error=cancelled_error(reason))
@@ -440,7 +453,7 @@ class Activation:
 
     def conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
         self.held = False
-        if outcome.applied and commit.status is not None:
+        if outcome.applied and commit.status is not None and commit.status.is_final:
             self.host.finished(self.execution_id, commit.status)
         if not outcome.applied:
             log.warning(

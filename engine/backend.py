@@ -122,6 +122,9 @@ class Commit:
     park_until: float | None = None
     wake_topic: str | None = None  # woken at once if a signal of this topic is unread
     wake_child: str | None = None  # woken at once if this child is finished
+    # engine.continue_as_new(): the next run's input (JSON); the commit then archives this
+    # run (the staged call goes with it first) and starts the next one.
+    continue_input: str | None = None
 
     @property
     def lean(self) -> bool:
@@ -226,6 +229,14 @@ class EngineFlows:
         fails."""
         now = yield from self.queue.clock.now()
         expiry = now + visibility
+        continuing = [c for c in commits if c.continue_input is not None]
+        if continuing:  # rare: each its own requests, after the rest of the batch
+            rest = [c for c in commits if c.continue_input is None]
+            done = (yield from self.commit(rest, visibility)) if rest else []
+            by_id = dict(zip((c.commit_id for c in rest), done))
+            for commit in continuing:
+                by_id[commit.commit_id] = yield from self._continue(commit, visibility)
+            return [by_id[c.commit_id] for c in commits]
         lean = [c for c in commits if c.lean]
         full = [c for c in commits if not c.lean]
         lean_part = _lean_statements(lean, now)
@@ -259,6 +270,39 @@ class EngineFlows:
             single = yield commit_request([commit], now, expiry)
             outcomes[commit.commit_id] = _outcomes(single, 1)[0]
         return [outcomes[c.commit_id] for c in commits]
+
+    def _continue(self, commit: Commit, visibility: float) -> Flow[CommitOutcome]:
+        """End a run with continue_as_new: its staged call's commit (keeping the lease),
+        then the statement that archives the run and publishes the next one's event."""
+        if commit.step_idx is not None:
+            staged = replace(
+                commit,
+                continue_input=None,
+                commit_id=uuid.uuid4().hex,
+                next_token=commit.lease_token,
+            )
+            (first,) = yield from self.commit([staged], visibility)
+            if not first.applied:
+                return first
+            commit = replace(commit, lease_seq=first.next_seq or commit.lease_seq)
+        now = yield from self.queue.clock.now()
+        params = {
+            "execution_id": commit.execution_id,
+            "lease_seq": commit.lease_seq,
+            "lease_token": commit.lease_token,
+            "commit_id": commit.commit_id,
+            "now": now,
+            "input": commit.continue_input,
+            "next_event": commit.next_event,
+        }
+        check = {"execution_id": commit.execution_id, "commit_id": commit.commit_id}
+        response = yield Request(
+            (STORE("continue", params), STORE("continued", check)), transaction=False
+        )
+        row = response[1].first() or {}
+        if row.get("applied"):
+            return CommitOutcome(True)
+        return CommitOutcome(False, error=response[0].error or "lease lost")
 
     def extend(self, leases: Sequence[Lease], visibility: float) -> Flow[list[Lease | None]]:
         """Renew several leases in one request; None for each one that was lost."""

@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from raftflow.engine.activation import Activation, Unwind
+from raftflow.engine.activation import Activation, ContinueAsNew, Unwind
 from raftflow.engine.context import StepInfo, in_step, in_workflow
 from raftflow.engine.errors import StepTimeoutError, WorkflowError
 from raftflow.engine.steppath import (
@@ -201,6 +201,8 @@ def _workflow_code(run: Activation, outcome: Outcome) -> Iterator[None]:
     try:
         with in_workflow(run):
             yield
+    except ContinueAsNew as again:
+        outcome.continue_input = again.input_json
     except DatabaseError as exc:
         raise run.give_up("a database call failed in workflow code", exc) from exc
     except Exception as exc:

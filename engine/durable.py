@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from raftflow.engine import primitives
+from raftflow.engine.activation import ContinueAsNew
 from raftflow.engine.context import current_activation
 from raftflow.engine.drivers import adrive, drive
 from raftflow.engine.errors import NotInWorkflowError, ResultTimeoutError
@@ -75,6 +76,19 @@ class DurableCalls:
         to_json(value, what="event value", limit=self.max_payload_bytes)
         run = self._workflow("set_event", True)
         await adrive(run, primitives.set_event(run, key, value))
+
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start a fresh one of the same workflow, under the same
+        execution id, with ``input`` and an empty history: for loops that never end. The
+        run that ended stays inspectable (``handle.runs()``: ``"<id>#<run>"``, status
+        ``continued``); signals not yet received and events carry over. Works in sync and
+        async workflows alike (nothing to await: it raises)."""
+        run = current_activation()
+        if run is None:
+            raise NotInWorkflowError("engine.continue_as_new() only works inside a workflow")
+        payload = run.workflow.encode_input(input)
+        text = to_json(payload, what="workflow input", limit=self.max_payload_bytes)
+        raise ContinueAsNew(text)
 
     # -- anywhere -------------------------------------------------------------------------
 

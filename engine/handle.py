@@ -51,6 +51,11 @@ class WorkflowHandle(Generic[T]):
         """The executions this one started (``engine.start`` in its workflow code)."""
         return list(self.engine.store.children(self.id))
 
+    def runs(self) -> list[ExecutionRecord]:
+        """The runs this execution ended with ``engine.continue_as_new``, oldest first
+        (ids ``"<id>#1"``, ``"<id>#2"``...; their steps are under those ids)."""
+        return list(self.engine.store.runs(self.id))
+
     def cancel(self) -> Status:
         """Cancel the execution (see :meth:`Engine.cancel`); its status when asked."""
         return self.engine.cancel(self.id)

@@ -99,12 +99,16 @@ class Outcome:
 
     value: Any = None
     error: Exception | None = None
+    continue_input: str | None = None  # the workflow called engine.continue_as_new
 
 
 def run_workflow(run: Activation) -> StepFlow[None]:
     """The whole run: the workflow function, then its outcome's commit."""
     outcome: Outcome = yield InvokeWorkflow()
-    commit = run.final_commit(outcome.value, outcome.error)
+    if outcome.continue_input is not None and run.held:
+        commit: Commit | None = run.continue_commit(outcome.continue_input)
+    else:
+        commit = run.final_commit(outcome.value, outcome.error)
     if commit is not None:
         run.conclude(commit, (yield SendCommit(commit)))
 

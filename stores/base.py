@@ -16,13 +16,14 @@ class Status(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    CONTINUED = "continued"  # a run that continue_as_new ended (kept as "<id>#<run>")
 
     def __str__(self) -> str:
         return self.value
 
     @property
     def is_final(self) -> bool:
-        return self in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+        return self in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.CONTINUED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class ExecutionRecord:
     cancel_reason: str | None = None  # a cancel was asked (it is done at the next event)
     deadline: float | None = None  # @engine.workflow(timeout=...): cancelled if running then
     trace_context: str | None = None  # JSON W3C trace context of the start (tracing)
+    run: int = 1  # 1, then one more at each engine.continue_as_new()
     commit_id: str | None = field(default=None, repr=False)  # the last full commit
     last_idx: int | None = field(default=None, repr=False)  # the last recorded call
 

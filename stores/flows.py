@@ -150,6 +150,11 @@ class StoreFlows:
         rows = yield from _read(QUERIES("counts"))
         return {Status(row["status"]): int(row["n"]) for row in rows}
 
+    def runs(self, execution_id: str) -> Flow[builtins.list[ExecutionRecord]]:
+        check_id(execution_id, what="execution_id")
+        response = yield Request((QUERIES("runs", {"id": execution_id}),), level="strong")
+        return [execution_from_row(row) for row in response.raise_for_errors()[0].dicts()]
+
     def children(self, execution_id: str) -> Flow[builtins.list[ExecutionRecord]]:
         check_id(execution_id, what="execution_id")
         response = yield Request((QUERIES("children", {"id": execution_id}),), level="strong")
@@ -243,6 +248,7 @@ def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
         cancel_reason=row.get("cancel_reason"),
         deadline=row.get("deadline"),
         trace_context=row.get("trace_context"),
+        run=int(row.get("run") or 1),
         commit_id=row.get("commit_id"),
         last_idx=row.get("last_idx"),
     )

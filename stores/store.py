@@ -140,6 +140,10 @@ class SqlStore(_Store[Database]):
         """The executions this one started as children, oldest first."""
         return self.database.run(self.flows.children(execution_id))
 
+    def runs(self, execution_id: str) -> builtins.list[ExecutionRecord]:
+        """The runs this execution ended with ``continue_as_new``, oldest first."""
+        return self.database.run(self.flows.runs(execution_id))
+
     def to_async(self) -> AsyncSqlStore:
         """The async twin on the same database and clock."""
         return AsyncSqlStore(self.database.to_async(), flows=self.flows)
@@ -220,6 +224,10 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
     async def children(self, execution_id: str) -> builtins.list[ExecutionRecord]:
         """The executions this one started as children, oldest first."""
         return await self.database.run(self.flows.children(execution_id))
+
+    async def runs(self, execution_id: str) -> builtins.list[ExecutionRecord]:
+        """The runs this execution ended with ``continue_as_new``, oldest first."""
+        return await self.database.run(self.flows.runs(execution_id))
 
     async def close(self) -> None:
         await self.database.close()

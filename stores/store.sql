@@ -14,7 +14,7 @@
 -- name: fragment.claimed_columns
 -- What a worker reads of what it claims (no count: its cost grows with the history).
 id, workflow, status, input, output, error, priority, created_at, updated_at, completed_at,
-parent_id, cancel_reason, deadline, trace_context
+parent_id, cancel_reason, deadline, trace_context, run
 
 -- name: fragment.step_columns
 execution_id, idx, name, status, output, error, started_at, ended_at, worker_id, kind,
@@ -101,6 +101,20 @@ LEFT JOIN steps AS s ON s.execution_id = json_extract(c.value, '$.execution_id')
                     AND s.idx = json_extract(c.value, '$.step_idx')
 LEFT JOIN messages AS m ON m.seq = json_extract(c.value, '$.lease_seq')
                        AND m.locked_by = json_extract(c.value, '$.lease_token');
+
+-- name: continue
+-- engine.continue_as_new(): this run ends, the next one starts (migration 5).
+INSERT INTO execution_continues (execution_id, lease_seq, lease_token, commit_id, now, input,
+                                 next_event)
+VALUES (:execution_id, :lease_seq, :lease_token, :commit_id, :now, :input, :next_event);
+
+-- name: continued
+SELECT commit_id = :commit_id AS applied FROM executions WHERE id = :execution_id;
+
+-- name: runs
+-- The runs an execution ended with continue_as_new: "<id>#1", "<id>#2"... ('#' < '$').
+SELECT {{fragment.execution_columns}} FROM executions
+WHERE id > :id || '#' AND id < :id || '$' AND status = 'continued' ORDER BY run;
 
 -- name: commit_outcome
 -- Read in the same request as the commit: did each commit apply (now or in an earlier

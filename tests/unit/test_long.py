@@ -167,3 +167,51 @@ def test_the_history_limit_warns_at_80_percent_then_stops_the_run(
         assert "80% of the history limit" in caplog.text
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_continue_as_new_keeps_the_id_and_starts_a_clean_history(
+    engine: Engine, kind: str
+) -> None:
+    from raftflow.engine import Status
+
+    if kind == "sync":
+
+        @engine.step
+        def tick(i: int) -> int:
+            return i
+
+        @engine.workflow
+        def poller(state: dict[str, int]) -> int:
+            total = state["total"] + tick(state["round"]) + tick(100)
+            if state["round"] < 3:
+                engine.continue_as_new({"round": state["round"] + 1, "total": total})
+            return total
+
+    else:
+
+        @engine.step
+        async def tick(i: int) -> int:
+            return i
+
+        @engine.workflow
+        async def poller(state: dict[str, int]) -> int:
+            total = state["total"] + await tick(state["round"]) + await tick(100)
+            if state["round"] < 3:
+                engine.continue_as_new({"round": state["round"] + 1, "total": total})
+            return total
+
+    handle = engine.start(poller, {"round": 0, "total": 0})
+    with engine.running_worker():
+        assert handle.result(timeout=20) == (0 + 1 + 2 + 3) + 4 * 100
+    assert [s.output for s in handle.steps()] == [3, 100]  # the last run's history only
+    runs = handle.runs()
+    assert [r.id for r in runs] == [f"{handle.id}#{n}" for n in (1, 2, 3)]
+    assert all(r.status is Status.CONTINUED for r in runs)
+    assert [r.input for r in runs] == [
+        {"round": 0, "total": 0},
+        {"round": 1, "total": 100},
+        {"round": 2, "total": 201},
+    ]
+    assert [s.output for s in engine.get(runs[1].id).steps()] == [1, 100]
+    assert handle.info().run == 4
