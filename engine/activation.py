@@ -175,6 +175,10 @@ class Activation:
 
     # -- replay ---------------------------------------------------------------------------
 
+    def peek(self) -> StepRecord | None:
+        """The record at the next call's position, without taking the position."""
+        return self.recorded.get(self.next_index)
+
     def next_call(self, kind: str, name: str) -> tuple[int, StepRecord | None]:
         """The index of the workflow's next call, and its record if it has one. A record
         of another call than this one is a :class:`NonDeterminismError`."""

@@ -77,6 +77,35 @@ class DurableCalls:
         run = self._workflow("set_event", True)
         await adrive(run, primitives.set_event(run, key, value))
 
+    def patched(self, patch: str) -> bool:
+        """Change a running workflow's code safely: ``if engine.patched("fix-tax"):`` new
+        code ``else:`` old code. True for runs that reach this point on code with the patch
+        (recorded: their replays answer the same), False for runs already past it on older
+        code (their history has another call here)."""
+        patch = check_topic(patch, what="patch id")
+        run = self._workflow("patched", False)
+        return drive(run, primitives.patched(run, patch))
+
+    async def patched_async(self, patch: str) -> bool:
+        """:meth:`patched` in an async workflow."""
+        patch = check_topic(patch, what="patch id")
+        run = self._workflow("patched", True)
+        return await adrive(run, primitives.patched(run, patch))
+
+    def deprecate_patch(self, patch: str) -> None:
+        """When no run from before a patch is left: remove the ``patched`` branch and its
+        old path, and call this where ``patched`` was, so that runs that recorded the
+        patch's marker still replay."""
+        patch = check_topic(patch, what="patch id")
+        run = self._workflow("deprecate_patch", False)
+        _run_sync(run, lambda r: primitives.deprecate_patch(r, patch))
+
+    async def deprecate_patch_async(self, patch: str) -> None:
+        """:meth:`deprecate_patch` in an async workflow."""
+        patch = check_topic(patch, what="patch id")
+        run = self._workflow("deprecate_patch", True)
+        await adrive(run, primitives.deprecate_patch(run, patch))
+
     def continue_as_new(self, input: Any = None) -> NoReturn:
         """End this run and start a fresh one of the same workflow, under the same
         execution id, with ``input`` and an empty history: for loops that never end. The

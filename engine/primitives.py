@@ -163,6 +163,27 @@ def set_event(run: Activation, key: str, value: Any) -> StepFlow[None]:
     _raise_refusal(record.error)
 
 
+def patched(run: Activation, patch: str) -> StepFlow[bool]:
+    """True on code paths a patch introduced: for a run that reaches this point on code
+    with the patch (a marker is recorded, so its replays answer the same), False for a
+    run that passed this point on older code (its history has another call here)."""
+    record = run.peek()
+    if record is not None and (record.kind, record.name) != ("patch", patch):
+        return False  # recorded by code without the patch: take the old path, no position
+    index, record = yield from call_begin(run, "patch", patch)
+    if record is None:
+        run.stage(index, "patch", patch, "succeeded", output="true")
+    return True
+
+
+def deprecate_patch(run: Activation, patch: str) -> StepFlow[None]:
+    """Once no run older than a patch is left: the old path's code is gone, and a marker
+    recorded by ``patched`` is stepped over (new runs record nothing)."""
+    record = run.peek()
+    if record is not None and (record.kind, record.name) == ("patch", patch):
+        yield from call_begin(run, "patch", patch)
+
+
 def child_outcome(child_id: str, stored: Any, registry: Registry) -> Any:
     """A child's recorded outcome as its result: the output (typed by its workflow's
     return annotation, when registered here), or the error raised."""

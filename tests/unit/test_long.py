@@ -170,9 +170,7 @@ def test_the_history_limit_warns_at_80_percent_then_stops_the_run(
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-def test_continue_as_new_keeps_the_id_and_starts_a_clean_history(
-    engine: Engine, kind: str
-) -> None:
+def test_continue_as_new_keeps_the_id_and_starts_a_clean_history(engine: Engine, kind: str) -> None:
     from raftflow.engine import Status
 
     if kind == "sync":
