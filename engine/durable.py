@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from raftflow.engine import primitives
@@ -17,6 +18,8 @@ from raftflow.engine.activation import ContinueAsNew
 from raftflow.engine.context import current_activation
 from raftflow.engine.drivers import adrive, drive
 from raftflow.engine.errors import NotInWorkflowError, ResultTimeoutError
+from raftflow.engine.events import RUN
+from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.steppath import StepFlow
 from raftflow.stores.base import Status
 from raftflow.transports.payload import check_id, check_seconds, check_topic, to_json
@@ -161,6 +164,24 @@ class DurableCalls:
     async def cancel_async(self, execution_id: str) -> Status:
         """:meth:`cancel`, awaited."""
         return await asyncio.to_thread(self.cancel, execution_id)
+
+    def resume(self, execution_id: str) -> bool:
+        """Run a failed or cancelled execution again from its last recorded step, on the
+        code deployed now (the step that failed it runs again; the steps before it are
+        replayed from their records). False, and nothing changes, for any other status."""
+        check_id(execution_id, what="execution_id")
+        return self.store.database.run(self.store.flows.resume(execution_id, RUN))
+
+    def fork(
+        self, execution_id: str, from_step: int, *, new_execution_id: str | None = None
+    ) -> WorkflowHandle[Any]:
+        """Start a new execution of the same workflow and input that reuses the recorded
+        results of ``execution_id``'s calls ``0 .. from_step - 1`` (their functions are not
+        called) and runs from call ``from_step`` on the code deployed now: fix the bug,
+        then run again from the step that failed. Idempotent by ``new_execution_id``."""
+        new_id = new_execution_id or uuid.uuid4().hex
+        self.store.database.run(self.store.flows.fork(execution_id, from_step, new_id, RUN))
+        return WorkflowHandle(self, new_id)  # type: ignore[arg-type]
 
     def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
         """The latest value of an execution's event ``key``, waiting up to ``timeout``

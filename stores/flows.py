@@ -199,6 +199,54 @@ class StoreFlows:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return Status(row["status"])
 
+    def resume(self, execution_id: str, event: Any) -> Flow[bool]:
+        """Queue a failed or cancelled execution again (one statement); False for any
+        other status, which is left as it is."""
+        check_id(execution_id, what="execution_id")
+        commit_id = uuid.uuid4().hex
+        params = {
+            "id": execution_id,
+            "event": to_json(event, what="event"),
+            "now": (yield from self.clock.now()),
+            "commit_id": commit_id,
+        }
+        check = {"id": execution_id, "commit_id": commit_id}
+        response = yield Request(
+            (QUERIES("resume", params), QUERIES("resumed", check)), transaction=True
+        )
+        row = response.raise_for_errors()[1].first()
+        if row is None:
+            raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
+        return bool(row["resumed"])
+
+    def fork(
+        self, source: str, from_step: int, execution_id: str, event: Any
+    ) -> Flow[ExecutionRecord]:
+        """A new execution reusing ``source``'s first ``from_step`` records (one statement;
+        idempotent by ``execution_id``)."""
+        check_id(source, what="execution_id")
+        check_id(execution_id, what="execution_id")
+        if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0:
+            raise InvalidArgumentError(f"from_step must be an int >= 0, not {from_step!r}")
+        params = {
+            "id": execution_id,
+            "source": source,
+            "from_step": from_step,
+            "event": to_json(event, what="event"),
+            "now": (yield from self.clock.now()),
+            "commit_id": uuid.uuid4().hex,
+        }
+        response = yield Request(
+            (QUERIES("fork", params), QUERIES("get", {"id": execution_id})), transaction=True
+        )
+        error = response[0].error
+        if error is not None and "raftflow: no such execution" in error:
+            raise ExecutionNotFoundError(f"no execution has id {source!r}")
+        row = response.raise_for_errors()[1].first()
+        if row is None:
+            raise ExecutionNotFoundError(f"execution {execution_id!r} could not be forked")
+        return execution_from_row(row)
+
     def set_event(self, execution_id: str, key: str, value: Any) -> Flow[None]:
         check_id(execution_id, what="execution_id")
         params: dict[str, Any] = {

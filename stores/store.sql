@@ -203,6 +203,17 @@ INSERT INTO execution_cancels (id, reason, now) VALUES (:id, :reason, :now);
 -- name: status
 SELECT status, cancel_reason FROM executions WHERE id = :id;
 
+-- name: resume
+INSERT INTO execution_resumes (id, event, now, commit_id)
+VALUES (:id, :event, :now, :commit_id);
+
+-- name: resumed
+SELECT commit_id = :commit_id AS resumed, status FROM executions WHERE id = :id;
+
+-- name: fork
+INSERT INTO execution_forks (id, source, from_step, event, now, commit_id)
+VALUES (:id, :source, :from_step, :event, :now, :commit_id);
+
 -- name: set_event
 INSERT INTO events (execution_id, key, value, updated_at)
 VALUES (:execution_id, :key, :value, :now)

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 import click
-from raftflow.engine.cli import admin, executions, operations
+from raftflow.engine.cli import admin, executions, operations, recovery
 from raftflow.engine.cli.common import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
 from raftflow.engine.errors import RaftflowError
 
@@ -40,7 +40,12 @@ def cli() -> None:
     """
 
 
-for command in (*executions.COMMANDS, *operations.COMMANDS, *admin.COMMANDS):
+for command in (
+    *executions.COMMANDS,
+    *recovery.COMMANDS,
+    *operations.COMMANDS,
+    *admin.COMMANDS,
+):
     cli.add_command(command)
 
 
