@@ -79,6 +79,7 @@ class Measured:
 
     def end(self) -> Window:
         assert self._first is not None
+        self.ctx.cluster.settle()
         mark_all(self.children, 2)
         self.sampler.sample()
         t1 = time.time()
@@ -233,7 +234,7 @@ def wait_raftflow(
     deadline = time.monotonic() + ctx.settings.phase_timeout
     while True:
         steps, finished = ctx.cluster.query(
-            "SELECT COALESCE(SUM(steps_done), 0), "
+            "SELECT (SELECT COUNT(*) FROM steps), "
             "COALESCE(SUM(status IN ('succeeded', 'failed')), 0) FROM executions"
         )[0]
         if on_poll is not None:
