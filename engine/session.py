@@ -32,6 +32,7 @@ from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
 from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
+from raftflow.engine.local import Outcome
 from raftflow.engine.presence import Presence
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
@@ -121,10 +122,10 @@ class Session:
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def finished(self, execution_id: str, status: Status) -> None:
+    def finished(self, execution_id: str, outcome: Outcome) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters."""
-        self.hooks.after_execution(execution_id, status)
-        self.worker.engine.local.finished()
+        self.hooks.after_execution(execution_id, outcome.status)
+        self.worker.engine.local.finished(execution_id, outcome)
 
     # -- Host: what an activation needs ---------------------------------------------------
 
@@ -358,7 +359,7 @@ class Session:
         outcome = await self.commit(commit)
         if outcome.applied:
             log.info("execution %s cancelled (%s)", lease.group_id, reason)
-            self.finished(lease.group_id, Status.CANCELLED)
+            self.finished(lease.group_id, Outcome(None, Status.CANCELLED, None, commit.error))
 
     async def _hand_back(self, lease: Lease, cause: BaseException) -> None:
         """Give an execution back after a failure outside user code, with a back-off that
