@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -54,6 +55,16 @@ T = TypeVar("T")
 FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
 #: Longest back-off before an execution handed back after a failure is claimable again.
 MAX_HAND_BACK_DELAY = 30.0
+
+
+def resident_mb() -> float:
+    """This process's resident memory in MiB (Linux; 0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
 
 class Session:
@@ -334,7 +345,10 @@ class Session:
     def _keep(self, activation: Activation) -> None:
         """Keep a suspended run, least recently used out first (its run then unwinds)."""
         self.continuations[activation.execution_id] = activation
-        while len(self.continuations) > self.options.sticky_cache:
+        limit_mb = self.options.sticky_cache_mb
+        while len(self.continuations) > self.options.sticky_cache or (
+            limit_mb is not None and self.continuations and resident_mb() > limit_mb
+        ):
             _, oldest = self.continuations.popitem(last=False)
             oldest.discard()
 
