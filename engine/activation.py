@@ -335,6 +335,16 @@ class Activation:
         self.last_index = max(self.last_index, index)
         return record
 
+    def unstage(self, index: int, previous: StepRecord | None, last_index: int) -> None:
+        """Forget a staged call that was not recorded (a transaction step's aborted
+        attempt): the record at ``index`` is ``previous`` again."""
+        self.staged = None
+        if previous is None:
+            self.recorded.pop(index, None)
+        else:
+            self.recorded[index] = previous
+        self.last_index = last_index
+
     def take_staged(self, **outcome: Any) -> Commit:
         """The commit of the staged call and of ``outcome``: a final status, or where the
         next event goes (kept by the turn, or parked: ``park_until``, ``wake_*``)."""

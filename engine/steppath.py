@@ -28,11 +28,11 @@ flows built from these pieces, driven the same way.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from raftflow.engine.activation import Activation, Unwind
-from raftflow.engine.backend import Commit
+from raftflow.engine.backend import Commit, CommitOutcome
 from raftflow.engine.context import StepInfo
 from raftflow.engine.registry import StepDef
 from raftflow.stores.base import StepRecord
@@ -132,6 +132,62 @@ def call_step(
             wake_at = run.now() + retry.delay_after(attempt)
             record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
             yield from flush(run)  # a crash now resumes with the next attempt, not this one
+            continue
+        record = run.stage_step(
+            step, index, started, outcome.value, error, attempts=attempt, previous=record
+        )
+        return run.result(step, record, cause=error)
+    return run.result(step, record)
+
+
+def call_transaction(
+    run: Activation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> StepFlow[Any]:
+    """A transaction step's call (``@engine.transaction``): like :func:`call_step`, but
+    the step gets a fresh transaction each attempt, and an attempt that succeeds is
+    committed at once with its writes (one request, one Raft entry: the writes and the
+    checkpoint apply together or not at all) before the workflow sees its result. An
+    attempt whose writes were refused (``expect_rows``, a failing statement) wrote
+    nothing: it fails with :class:`TransactionAbortedError` and follows the ``Retry``."""
+    from raftflow.engine.errors import TransactionAbortedError
+    from raftflow.engine.transaction import AsyncTransaction, Transaction
+
+    index, record = yield from call_begin(run, "step", step.name)
+    while record is None or not record.done:
+        if record is not None:  # retrying: the next attempt is due at wake_at
+            yield from wait_until(run, record.wake_at or 0.0)
+        attempt = 1 if record is None else record.attempts + 1
+        started = run.now()
+        info = StepInfo(run.execution_id, index, step.name, attempt)
+        tx = AsyncTransaction(run) if step.is_async else Transaction(run)
+        outcome: Outcome = yield RunStep(step, (tx, *args), kwargs, info)
+        writes = tx.close()
+        if tx.failure is not None:  # a read failed in the database: hand the run back
+            raise run.give_up("a transaction step's read failed", tx.failure)
+        error = outcome.error
+        if error is None and writes:
+            previous, last = record, run.last_index
+            staged = run.stage_step(
+                step, index, started, outcome.value, None, attempts=attempt, previous=record
+            )
+            if staged.succeeded:
+                done: CommitOutcome = yield SendCommit(replace(run.take_staged(), writes=writes))
+                if done.applied:
+                    if not run.held:
+                        yield from await_turn(run)
+                    return run.result(step, staged)
+                if done.aborted is None:
+                    run.check_applied(done)  # the lease is lost: unwind
+                error = TransactionAbortedError(
+                    f"transaction step {step.name!r}: {done.aborted}; nothing was written"
+                )
+                run.unstage(index, previous, last)  # not recorded: as before the attempt
+            # else: the result does not encode; staged again below as the step's failure
+        retry = step.retry
+        if error is not None and retry is not None and retry.retries(attempt, error):
+            wake_at = run.now() + retry.delay_after(attempt)
+            record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
+            yield from flush(run)
             continue
         record = run.stage_step(
             step, index, started, outcome.value, error, attempts=attempt, previous=record
