@@ -137,8 +137,7 @@ def test_concurrent_transaction_steps_commit_or_abort_each_on_their_own(
             try:
                 outcomes.append(handle.result(timeout=60))
             except WorkflowFailedError as exc:
-                assert exc.error.type == "StepError"
-                assert "TransactionAbortedError" in exc.error.message
+                assert "TransactionAbortedError" in f"{exc.error.type}: {exc.error.message}"
                 outcomes.append(None)
     succeeded_a = [h.id for h, o in zip(handles[:10], outcomes[:10]) if o is not None]
     assert len(succeeded_a) == 6  # exactly the balance: the guard refused the other 4
@@ -160,12 +159,12 @@ def test_concurrent_transaction_steps_commit_or_abort_each_on_their_own(
 # -- the commit itself, below the step path ---------------------------------------------
 
 
-def _claim(engine: Engine, loop_thread: LoopThread, mode: str) -> Any:
-    @engine.workflow(name="idle")
-    def idle() -> None:
-        return None
+def _idle() -> None:
+    return None
 
-    handle = engine.start(idle, execution_id=f"tx-{uuid.uuid4().hex[:8]}")
+
+def _claim(engine: Engine, loop_thread: LoopThread, mode: str) -> Any:
+    handle = engine.start(engine.workflow(_idle), execution_id=f"tx-{uuid.uuid4().hex[:8]}")
     flows = engine.backend.flows
     (claimed,) = _run(engine, loop_thread, mode, flows.claim("w1", 30.0, 1, 0))
     assert claimed.lease.group_id == handle.id
