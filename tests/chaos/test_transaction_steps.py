@@ -83,8 +83,9 @@ def _run(
     count: int,
     kills: int,
     kill_leader: bool,
+    balance: int,
 ) -> tuple[list[Any], dict[str, int]]:
-    execute(engine.backend.database, *_reset(count))
+    execute(engine.backend.database, *_reset(balance))
     log_dir.mkdir()
     handles = [
         engine.start(
@@ -119,7 +120,7 @@ def _run(
     return results, faults
 
 
-def _reset(count: int) -> list[Any]:
+def _reset(balance: int) -> list[Any]:
     from raftflow.engine.transaction import compile_statement
     from sqlalchemy import delete, insert
 
@@ -127,7 +128,7 @@ def _reset(count: int) -> list[Any]:
         compile_statement(delete(payments.debits), read=False),
         compile_statement(delete(payments.accounts), read=False),
         compile_statement(
-            insert(payments.accounts).values(id=payments.SHARED, balance=count), read=False
+            insert(payments.accounts).values(id=payments.SHARED, balance=balance), read=False
         ),
     ]
 
@@ -144,7 +145,7 @@ def test_transaction_steps_apply_exactly_once_under_kill_9_and_a_leader_kill(
 ) -> None:
     count = 200
     results, faults = _run(
-        engine, cluster, tmp_path / "tx", [payments.pay, payments.apay], count, 4, True
+        engine, cluster, tmp_path / "tx", [payments.pay, payments.apay], count, 4, True, count
     )
     assert faults == {"worker kill -9": 4, "leader kill -9": 1}, faults
     assert sorted(results) == [f"p{i:03d}" for i in range(count)]
@@ -167,11 +168,11 @@ def test_the_plain_step_control_debits_twice(
 ) -> None:
     count = 60
     results, faults = _run(
-        engine, cluster, tmp_path / "plain", [payments.pay_plain], count, 3, False
+        engine, cluster, tmp_path / "plain", [payments.pay_plain], count, 3, False, 2 * count
     )
     assert faults["worker kill -9"] == 3
     assert len(results) == count
     balance, debited = _ledger(engine)
     doubled = [p for p, n in debited.items() if n > 1]
     assert doubled, "killed between write and checkpoint, a plain step writes again"
-    assert balance == count - sum(debited.values())
+    assert balance == 2 * count - sum(debited.values())  # (room for the doubles)
