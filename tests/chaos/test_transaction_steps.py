@@ -20,7 +20,9 @@ from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.apps import payments
 from tests.integration.workers import WorkerProcess, rotated_url
-from tests.support import execute, rows
+from tests.support import execute, rows, wait_until
+
+pytestmark = pytest.mark.chaos
 
 APP = "tests.apps.payments:engine"
 WORKER_OPTIONS: dict[str, Any] = {"concurrency": 8, "visibility": 3}
@@ -176,3 +178,35 @@ def test_the_plain_step_control_debits_twice(
     doubled = [p for p, n in debited.items() if n > 1]
     assert doubled, "killed between write and checkpoint, a plain step writes again"
     assert balance == 2 * count - sum(debited.values())  # (room for the doubles)
+
+
+def test_a_worker_stalled_past_its_lease_cannot_apply_its_writes(
+    engine: Engine, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """SIGSTOP a worker in the middle of a transaction step, past its lease; another
+    worker runs the payment; SIGCONT: the stalled worker's commit is sent and refused."""
+    execute(engine.backend.database, *_reset(10))
+    log_dir = tmp_path / "stop"
+    log_dir.mkdir()
+    payment = payments.Payment(id="p-stop", log_dir=str(log_dir), hold=2.0)
+    options = {"concurrency": 2, "visibility": 2}
+    stalled = WorkerProcess(APP, rotated_url(cluster.urls, 0), log_dir / "w0.log", **options)
+    other: WorkerProcess | None = None
+    try:
+        handle = engine.start(payments.pay, payment, execution_id="pay-stop")
+        wait_until(lambda: list(log_dir.glob(f"run-{stalled.pid}-*")), timeout=30)
+        stalled.kill(signal.SIGSTOP)
+        time.sleep(4)  # past the lease (2 s)
+        other = WorkerProcess(APP, rotated_url(cluster.urls, 1), log_dir / "w1.log", **options)
+        assert handle.result(timeout=60) == "p-stop"
+        stalled.kill(signal.SIGCONT)
+        # Its step finishes its sleep and commits: refused, the lease is someone else's.
+        wait_until(lambda: "not recorded (lease lost)" in stalled.output(), timeout=30)
+    finally:
+        stalled.stop()
+        if other is not None:
+            other.stop()
+    balance, debited = _ledger(engine)
+    assert debited == Counter({"p-stop": 1}) and balance == 9
+    (step,) = handle.steps()
+    assert step.worker_id.split(":")[1] == str(other.pid)
