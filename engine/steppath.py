@@ -110,7 +110,7 @@ def run_workflow(run: Activation) -> StepFlow[None]:
     else:
         commit = run.final_commit(outcome.value, outcome.error)
     if commit is not None:
-        run.conclude(commit, (yield SendCommit(commit)))
+        run.conclude(commit, (yield from send(run, commit)))
 
 
 def call_step(
@@ -143,13 +143,11 @@ def call_step(
 def call_transaction(
     run: Activation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> StepFlow[Any]:
-    """A transaction step's call (``@engine.transaction``): like :func:`call_step`, but
-    the step gets a fresh transaction each attempt, and an attempt that succeeds is
-    committed at once with its writes (one request, one Raft entry: the writes and the
-    checkpoint apply together or not at all) before the workflow sees its result. An
-    attempt whose writes were refused (``expect_rows``, a failing statement) wrote
-    nothing: it fails with :class:`TransactionAbortedError` and follows the ``Retry``."""
-    from raftflow.engine.errors import TransactionAbortedError
+    """A transaction step's call (``@engine.transaction``): :func:`call_step`, with a fresh
+    transaction as the first argument of each attempt. A successful attempt's writes are
+    staged with its record and committed with it, with the next call as every step's
+    record is (one request, one Raft entry: together or not at all). If that commit
+    refuses them, the run rewinds to the step (:func:`rewind`)."""
     from raftflow.engine.transaction import AsyncTransaction, Transaction
 
     index, record = yield from call_begin(run, "step", step.name)
@@ -165,24 +163,6 @@ def call_transaction(
         if tx.failure is not None:  # a read failed in the database: hand the run back
             raise run.give_up("a transaction step's read failed", tx.failure)
         error = outcome.error
-        if error is None and writes:
-            previous, last = record, run.last_index
-            staged = run.stage_step(
-                step, index, started, outcome.value, None, attempts=attempt, previous=record
-            )
-            if staged.succeeded:
-                done: CommitOutcome = yield SendCommit(replace(run.take_staged(), writes=writes))
-                if done.applied:
-                    if not run.held:
-                        yield from await_turn(run)
-                    return run.result(step, staged)
-                if done.aborted is None:
-                    run.check_applied(done)  # the lease is lost: unwind
-                error = TransactionAbortedError(
-                    f"transaction step {step.name!r}: {done.aborted}; nothing was written"
-                )
-                run.unstage(index, previous, last)  # not recorded: as before the attempt
-            # else: the result does not encode; staged again below as the step's failure
         retry = step.retry
         if error is not None and retry is not None and retry.retries(attempt, error):
             wake_at = run.now() + retry.delay_after(attempt)
@@ -190,10 +170,54 @@ def call_transaction(
             yield from flush(run)
             continue
         record = run.stage_step(
-            step, index, started, outcome.value, error, attempts=attempt, previous=record
+            step,
+            index,
+            started,
+            outcome.value,
+            error,
+            attempts=attempt,
+            previous=record,
+            writes=writes,
         )
         return run.result(step, record, cause=error)
     return run.result(step, record)
+
+
+def send(run: Activation, commit: Commit) -> StepFlow[CommitOutcome]:
+    """Send a commit. One whose transaction step's writes were refused (``aborted``)
+    applied nothing, and the workflow already went on with that step's result: rewind."""
+    outcome: CommitOutcome = yield SendCommit(commit)
+    if outcome.aborted is not None:
+        yield from rewind(run, commit, outcome.aborted)
+    return outcome
+
+
+def rewind(run: Activation, commit: Commit, reason: str) -> StepFlow[None]:
+    """The transaction step staged in ``commit`` had its writes refused (``expect_rows``,
+    a failing statement): nothing of the commit applied, and the lease still holds.
+    Record the failed attempt instead -- ``retrying`` per its ``Retry``, else ``failed``
+    -- hand the next event back, and unwind: whoever claims the execution next replays to
+    the step, which then waits and runs its next attempt, or raises :class:`StepError`."""
+    from raftflow.engine.errors import TransactionAbortedError
+
+    staged = run.sent
+    assert staged is not None and commit.step_idx is not None and commit.step_name is not None
+    step = run.host.registry.steps[commit.step_name]
+    error = TransactionAbortedError(
+        f"transaction step {step.name!r}: {reason}; nothing was written"
+    )
+    index, attempt, started = commit.step_idx, commit.step_attempts, staged.attempt_started
+    retry = step.retry
+    if retry is not None and retry.retries(attempt, error):
+        wake_at = run.now() + retry.delay_after(attempt)
+        run.stage_retry(step, index, attempt, started, error, wake_at, staged.previous)
+    else:
+        run.stage_step(
+            step, index, started, None, error, attempts=attempt, previous=staged.previous
+        )
+    run.check_applied((yield SendCommit(replace(run.take_staged(), next_token=None))))
+    run.held = False
+    raise Unwind()
 
 
 def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, StepRecord | None]]:
@@ -202,7 +226,7 @@ def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, Ste
     worker holds the execution before it does anything new there."""
     if run.deadline_passed() and run.held:
         commit = run.cancel_commit("timeout")
-        run.conclude(commit, (yield SendCommit(commit)))
+        run.conclude(commit, (yield from send(run, commit)))
         raise Unwind()
     if run.staged is not None:
         yield from flush(run)
@@ -214,7 +238,7 @@ def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, Ste
 
 def flush(run: Activation) -> StepFlow[None]:
     """Commit the staged record now; the run goes on in its turn, or waits for the next."""
-    run.check_applied((yield SendCommit(run.take_staged())))
+    run.check_applied((yield from send(run, run.take_staged())))
     if not run.held:
         yield from await_turn(run)
 
@@ -261,10 +285,10 @@ def suspend(
     if run.record.deadline is not None:
         until = min(until, run.record.deadline)
     commit = run.take_staged(park_until=until, wake_topic=wake_topic, wake_child=wake_child)
-    run.check_applied((yield SendCommit(commit)))
+    run.check_applied((yield from send(run, commit)))
     run.held = False
     yield from await_turn(run)
     if run.deadline_passed():  # woken by the workflow's deadline: end it as cancelled
         commit = run.cancel_commit("timeout")
-        run.conclude(commit, (yield SendCommit(commit)))
+        run.conclude(commit, (yield from send(run, commit)))
         raise Unwind()

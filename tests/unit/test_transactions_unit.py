@@ -17,6 +17,7 @@ from raftflow.engine import (
     NotInWorkflowError,
     RefusedStatementError,
     Retry,
+    StepError,
     Transaction,
     TransactionError,
     WorkflowFailedError,
@@ -330,3 +331,42 @@ def test_a_step_without_writes_is_a_plain_step_and_async_reads_are_awaited(engin
 
     with engine.running_worker(concurrency=1):
         assert engine.start(look).result(timeout=20) == [{"id": "a", "balance": 3}]
+
+
+def test_a_refused_commit_rewinds_the_workflow_that_went_on_with_the_result(
+    engine: Engine,
+) -> None:
+    """The record (and writes) of a transaction step commit with the next call: when they
+    are refused, the workflow has already gone on with the result. The run rewinds: the
+    next step never runs with that result, and the replay raises StepError instead."""
+    notified: list[Any] = []
+
+    @engine.transaction
+    def take(tx: Transaction, amount: int) -> int:
+        tx.execute(
+            update(accounts)
+            .where(accounts.c.id == "a", accounts.c.balance >= amount)
+            .values(balance=accounts.c.balance - amount),
+            expect_rows=1,
+        )
+        return amount
+
+    @engine.step
+    def notify(value: Any) -> None:
+        notified.append(value)
+
+    @engine.workflow
+    def flow(amount: int) -> str:
+        try:
+            taken = take(amount)
+        except StepError:
+            notify("declined")
+            return "declined"
+        notify(taken)
+        return f"took {taken}"
+
+    with engine.running_worker(concurrency=1):
+        assert engine.start(flow, 2).result(timeout=20) == "took 2"
+        assert engine.start(flow, 2).result(timeout=20) == "declined"  # 1 left
+    assert notified == [2, "declined"]
+    assert _balance(engine) == 1
