@@ -35,6 +35,7 @@ from raftflow.transports.schema import MIGRATIONS
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql import visitors
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.ddl import ExecutableDDLElement
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ClauseElement, TextClause
@@ -178,6 +179,34 @@ def _json_scalar(name: str, value: Any) -> Any:
     )
 
 
+#: Compiled statements by SQLAlchemy's cache key (the statement's structure, not its
+#: values): compiling is most of a transaction step's CPU otherwise.
+_COMPILED: dict[tuple[Any, bool], tuple[SQLCompiler, str]] = {}
+MAX_COMPILED = 1000
+
+
+def _compile(clause: ClauseElement, key: Any, read: bool) -> tuple[SQLCompiler, str]:
+    """Check and compile a statement (once per structure: the result is cached)."""
+    core = not isinstance(clause, TextClause)
+    if core:
+        if getattr(clause, "_returning", ()):
+            raise RefusedStatementError("RETURNING is refused: writes are buffered (read first)")
+        for element in visitors.iterate(clause):
+            if isinstance(element, TableClause):
+                if getattr(element, "schema", None) is not None:
+                    raise RefusedStatementError(
+                        f"table {element.name!r} names a schema: one database only"
+                    )
+                _check_name(element.name)
+    compiled = clause.compile(
+        dialect=DIALECT, cache_key=key, compile_kwargs={"render_postcompile": True}
+    )
+    assert isinstance(compiled, SQLCompiler)
+    sql = str(compiled)
+    _check_sql(sql, read=read, check_names=not core)
+    return compiled, sql
+
+
 def compile_statement(
     statement: Any, params: Mapping[str, Any] | None = None, *, read: bool
 ) -> Statement:
@@ -208,26 +237,27 @@ def compile_statement(
     if params is not None and not isinstance(params, Mapping):
         raise RefusedStatementError("params must be a mapping of parameter names to values")
     clause = cast(ClauseElement, statement)
-    core = not isinstance(clause, TextClause)
-    if core:
-        if getattr(statement, "_returning", ()):
-            raise RefusedStatementError("RETURNING is refused: writes are buffered (read first)")
-        for element in visitors.iterate(clause):
-            if isinstance(element, TableClause):
-                if getattr(element, "schema", None) is not None:
-                    raise RefusedStatementError(
-                        f"table {element.name!r} names a schema: one database only"
-                    )
-                _check_name(element.name)
+    key = clause._generate_cache_key()
+    cached = None if key is None else _COMPILED.get((key.key, read))
     try:
-        compiled = clause.compile(dialect=DIALECT, compile_kwargs={"render_postcompile": True})
-        values = compiled.construct_params(dict(params or {})) or {}
+        if cached is None:
+            compiled, sql = _compile(clause, key, read)
+            if key is not None and not any(
+                b.expanding or b.literal_execute for b in compiled.binds.values()
+            ):  # IN lists change the SQL with their length: compiled every time
+                if len(_COMPILED) >= MAX_COMPILED:
+                    _COMPILED.clear()
+                _COMPILED[(key.key, read)] = (compiled, sql)
+            values = compiled.construct_params(dict(params or {})) or {}
+        else:
+            compiled, sql = cached
+            extracted = key.bindparams if key is not None else None
+            values = compiled.construct_params(dict(params or {}), extracted_parameters=extracted)
+            values = values or {}
     except RefusedStatementError:
         raise
     except sa_exc.SQLAlchemyError as exc:
         raise RefusedStatementError(f"the statement does not compile for SQLite: {exc}") from None
-    sql = str(compiled)
-    _check_sql(sql, read=read, check_names=not core)
     processors = getattr(compiled, "_bind_processors", {}) or {}
     bound: dict[str, Any] = {}
     for name, value in values.items():

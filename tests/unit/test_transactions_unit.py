@@ -370,3 +370,27 @@ def test_a_refused_commit_rewinds_the_workflow_that_went_on_with_the_result(
         assert engine.start(flow, 2).result(timeout=20) == "declined"  # 1 left
     assert notified == [2, "declined"]
     assert _balance(engine) == 1
+
+
+def test_compiled_statements_are_reused_with_their_own_values() -> None:
+    def debit(account: str, amount: int) -> Any:
+        return (
+            update(accounts)
+            .where(accounts.c.id == account, accounts.c.balance >= amount)
+            .values(balance=accounts.c.balance - amount)
+        )
+
+    first = compile_statement(debit("a", 1), read=False)
+    second = compile_statement(debit("b", 7), read=False)  # from the cache
+    assert first.sql == second.sql
+    assert dict(first.params) == {"balance_1": 1, "id_1": "a", "balance_2": 1}
+    assert dict(second.params) == {"balance_1": 7, "id_1": "b", "balance_2": 7}
+    by_text = text("DELETE FROM accounts WHERE id = :id")
+    assert dict(compile_statement(by_text, {"id": "x"}, read=False).params) == {"id": "x"}
+    assert dict(compile_statement(by_text, {"id": "y"}, read=False).params) == {"id": "y"}
+    two = compile_statement(select(accounts).where(accounts.c.id.in_(["a", "b"])), read=True)
+    three = compile_statement(select(accounts).where(accounts.c.id.in_(["a", "b", "c"])), read=True)
+    assert len(two.params) == 2 and len(three.params) == 3  # IN lists: compiled each time
+    with pytest.raises(RefusedStatementError, match="raftflow's own"):  # refused every time
+        for _ in range(2):
+            compile_statement(text("DELETE FROM steps"), read=False)
