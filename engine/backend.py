@@ -15,6 +15,10 @@ The step path, and where each piece of its SQL lives (one hop each)::
                                            record the step, ack the event, publish the
                                            next one (kept leased to the worker while its
                                            turn lasts: no claim for the next step)
+    a transaction step's -- commit ------> the same, with its writes, in one transaction:
+    record (and writes)                    store.sql `transaction_fence`, the writes and
+                                           `transaction_rows`, the commit statements,
+                                           `transaction_recorded` (EngineFlows._transaction)
     a long step ----------- extend ------> transports/queue.sql `extend` (one per beat)
     end of a turn, drain -- release -----> transports/queue.sql `nack` (now or parked)
     a failed commit ------- hand_back ---> transports/queue.sql `release_group`

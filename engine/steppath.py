@@ -17,6 +17,10 @@ workflows) or on the worker's loop (async ones), so each path below exists once:
                     <--   5. its result, or StepError
     return value    -->  run_workflow: the staged call and the outcome, one SendCommit
 
+A transaction step (:func:`call_transaction`) stages its writes with its record; every
+commit goes through :func:`send`, which rewinds the run (:func:`rewind`) when a commit
+refused a transaction step's writes after the workflow went on with its result.
+
 Waiting (:func:`wait_until`) is where the durable primitives meet the queue: a short wait
 pauses in place (the lease is kept); a longer one commits with the next event *parked*
 until the deadline and unwinds the run -- the execution then holds no lease, no slot and

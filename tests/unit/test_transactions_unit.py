@@ -394,3 +394,41 @@ def test_compiled_statements_are_reused_with_their_own_values() -> None:
     for _ in range(2):  # refused every time (a refusal is never cached)
         with pytest.raises(RefusedStatementError, match="raftflow's own"):
             compile_statement(text("DELETE FROM steps"), read=False)
+
+
+def test_a_failed_read_hands_the_execution_back_and_is_never_its_outcome(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from raftflow.engine import UnavailableError, transaction
+
+    real = transaction._read_flow
+    failures = [UnavailableError("no leader (injected)")]
+
+    def flaky(statement: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(statement)
+
+    monkeypatch.setattr(transaction, "_read_flow", flaky)
+
+    @engine.transaction
+    def peek(tx: Transaction) -> int:
+        return int(tx.scalar(select(accounts.c.balance).where(accounts.c.id == "a")))
+
+    @engine.workflow
+    def look() -> int:  # a sync workflow ...
+        return int(peek()) + int(apeek())
+
+    @engine.transaction
+    async def apeek(tx: AsyncTransaction) -> int:  # ... calling an async transaction step
+        return int(await tx.scalar(select(accounts.c.balance).where(accounts.c.id == "a")))
+
+    with engine.running_worker(concurrency=1, retry_delay=0.05):
+        handle = engine.start(look)
+        assert handle.result(timeout=30) == 6
+    assert not failures
+    steps = handle.steps()
+    assert [(s.name, s.status, s.attempts, s.history) for s in steps] == [
+        ("peek", "succeeded", 1, ()),
+        ("apeek", "succeeded", 1, ()),
+    ]
