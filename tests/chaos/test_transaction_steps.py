@@ -25,7 +25,8 @@ from tests.support import execute, rows, wait_until
 pytestmark = pytest.mark.chaos
 
 APP = "tests.apps.payments:engine"
-WORKER_OPTIONS: dict[str, Any] = {"concurrency": 8, "visibility": 3}
+# 12 slots for 200 payments of 0.2 s: the run outlasts the faults it must see.
+WORKER_OPTIONS: dict[str, Any] = {"concurrency": 4, "visibility": 3}
 
 
 @pytest.fixture
@@ -163,6 +164,10 @@ def test_transaction_steps_apply_exactly_once_under_kill_9_and_a_leader_kill(
     assert {h.status for h in engine.list(limit=count)} == {Status.SUCCEEDED}
     reruns = Counter(m.name.split("-", 2)[2] for m in (tmp_path / "tx").glob("run-*"))
     assert max(reruns.values()) >= 2, "the kills should have made some payments run again"
+    print(  # the figures of the run (pytest -s)
+        f"transaction steps: {count} payments, {faults}, {sum(n > 1 for n in reruns.values())}"
+        f" payments ran more than once, balance {balance}, {sum(debited.values())} debit rows"
+    )
 
 
 def test_the_plain_step_control_debits_twice(
@@ -178,6 +183,10 @@ def test_the_plain_step_control_debits_twice(
     doubled = [p for p, n in debited.items() if n > 1]
     assert doubled, "killed between write and checkpoint, a plain step writes again"
     assert balance == 2 * count - sum(debited.values())  # (room for the doubles)
+    print(
+        f"plain steps: {count} payments, {faults}, {len(doubled)} debited twice or more,"
+        f" {sum(debited.values())} debit rows"
+    )
 
 
 def test_a_worker_stalled_past_its_lease_cannot_apply_its_writes(
