@@ -1,0 +1,368 @@
+"""The timers phase: what the durable primitives cost in Raft entries, what a waiting
+execution costs while it waits, and how late a sleeper wakes.
+
+1. **Raft entries per primitive**, counted: one worker process runs executions one at a
+   time, and every request of it and of the benchmark process (the client's start, send
+   and cancel; the worker's claims and commits) is counted by kind (:mod:`bench.counting`),
+   the worker's presence beats (``ops.*``, one every 10 s whatever it runs) left out.
+   Each primitive's workflow is set against the baseline, a 1-step workflow: the
+   difference is what the primitive adds.
+2. **A waiting execution costs 0 entries**: worker processes idle for a window (the
+   leader's applied index before and after), then the same window with ``waiting``
+   executions parked (half asleep for an hour, half on a ``recv``): the difference is what
+   the waiting executions cost. Then every listener is sent its message and every sleeper
+   is cancelled.
+3. **Wake-up lateness**: ``sleepers`` executions that each sleep a random 1-5 s, on the
+   same workers: the start of the step after the sleep minus the recorded wake time
+   (p50 / p99 / max), and how many woke early (must be 0).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from raftflow.engine import Engine, WorkflowCancelledError
+
+from bench import app, latency
+from bench.children import Child, kill_all, mark_all, stop_all, wait_all
+from bench.counting import window
+from bench.phases import Context, start_workers
+
+BEAT_KINDS = ("ops.",)  # presence beats: a worker's, whatever it runs
+
+
+# ----------------------------------------------------------------- entries per primitive
+
+
+def _entries(before: dict[str, Any], after: dict[str, Any]) -> Counter[str]:
+    raft = window(before, after, "raft")
+    return Counter({k: int(v) for k, v in raft.items() if not k.startswith(BEAT_KINDS)})
+
+
+def _wait_weak(ctx: Context, sql: str, *params: Any, timeout: float = 30.0) -> None:
+    """Poll the cluster with plain weak reads (no Raft entry, not counted) until ``sql``
+    returns a row whose first value is truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = ctx.cluster.query(sql, *params)
+        if rows and rows[0][0]:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {sql!r} {params}")
+        time.sleep(0.02)
+
+
+def _waiting(ctx: Context, execution_id: str, kind: str) -> None:
+    _wait_weak(
+        ctx,
+        "SELECT COUNT(*) FROM steps WHERE execution_id = ? AND kind = ? AND status = 'waiting'",
+        execution_id,
+        kind,
+    )
+
+
+def _parked(ctx: Context, execution_id: str) -> None:
+    _wait_weak(
+        ctx,
+        "SELECT COUNT(*) FROM messages WHERE group_id = ? AND locked_by = '__parked__'",
+        execution_id,
+    )
+
+
+def _one_run(engine: Engine, case: str, ctx: Context, n: int) -> None:
+    """One execution of ``case``, start to finish (or cancel)."""
+    if case == "baseline":
+        assert engine.start(app.one, n).result(timeout=60) == n
+    elif case == "sleep 0.3s":
+        assert engine.start(app.nap, 0.3).result(timeout=60) == 1
+    elif case == "sleep 2s":
+        assert engine.start(app.nap, 2.0).result(timeout=60) == 1
+    elif case == "recv+send":
+        handle = engine.start(app.inbox, "go")
+        _waiting(ctx, handle.id, "recv")
+        engine.send(handle.id, n, topic="go")
+        assert handle.result(timeout=60) == n
+    elif case == "child":
+        assert engine.start(app.parent, n).result(timeout=60) == n
+    elif case == "cancel":
+        handle = engine.start(app.nap, 3600.0)
+        _parked(ctx, handle.id)
+        engine.cancel(handle.id)
+        try:
+            handle.result(timeout=60)
+        except WorkflowCancelledError:
+            pass
+        else:
+            raise RuntimeError("a cancelled nap succeeded")
+    elif case == "retry 0.1s":
+        assert engine.start(app.flaky, app.Flaky(fail_times=1)).result(timeout=60) == 2
+    elif case == "retry 2s":
+        spec = app.Flaky(fail_times=1, parked=True)
+        assert engine.start(app.flaky, spec).result(timeout=60) == 2
+    else:
+        raise ValueError(case)
+
+
+#: case -> (what it is, the baseline it is set against)
+CASES: dict[str, tuple[str, str]] = {
+    "baseline": ("1-step workflow: start, claim, step + finish", ""),
+    "sleep 0.3s": ("sleep(0.3) then the step (a short wait: in place)", "baseline"),
+    "sleep 2s": ("sleep(2) then the step (parked, woken by its deadline)", "baseline"),
+    "recv+send": ("recv() parked, a client send(), then the step", "baseline"),
+    "child": ("start a 1-step child, wait for its result", "baseline"),
+    "cancel": ("sleep(3600), parked, cancelled by a client", "baseline"),
+    "retry 0.1s": ("a step failing once, retried after 0.1 s (in place)", "baseline"),
+    "retry 2s": ("a step failing once, retried after 2 s (parked)", "baseline"),
+}
+
+
+def run_primitive_costs(ctx: Context, engine: Engine) -> dict[str, Any]:
+    """Raft entries of each case per execution, counted by kind; see the module doc."""
+    s = ctx.settings
+    repeats = s.primitive_repeats
+    ctx.progress.start("timers: Raft entries per primitive")
+    children = _spawn_one_worker(ctx)
+    marks = 0
+    spans: dict[str, tuple[int, int, Counter[str], int, int]] = {}
+    try:
+        for case in CASES:
+            count = max(1, repeats // 2) if case in ("retry 2s", "sleep 2s") else repeats
+            if not spans:  # warm: imports, connections, the first claim
+                _one_run(engine, "baseline", ctx, -1)
+            _quiet(ctx)
+            before = ctx.tally.snapshot()
+            mark_all(children, marks := marks + 1)
+            first = ctx.cluster.raft_mark()
+            for n in range(count):
+                _one_run(engine, case, ctx, n)
+                ctx.progress.update(f"{case} {n + 1}/{count}")
+            _quiet(ctx)
+            mark_all(children, marks := marks + 1)
+            applied = ctx.cluster.raft_mark().applied_index - first.applied_index
+            spans[case] = (marks - 1, marks, _entries(before, ctx.tally.snapshot()), applied, count)
+        (result,) = stop_all(children)
+    finally:
+        kill_all(children)
+    rows: dict[str, dict[str, Any]] = {}
+    for case, (a, b, client, applied, count) in spans.items():
+        worker = _entries(result["marks"][a - 1]["tally"], result["marks"][b - 1]["tally"])
+        kinds = client + worker
+        rows[case] = {
+            "what": CASES[case][0],
+            "executions": count,
+            "entries_per_execution": round(sum(kinds.values()) / count, 2),
+            "client_per_execution": round(sum(client.values()) / count, 2),
+            "worker_per_execution": round(sum(worker.values()) / count, 2),
+            "by_kind": {k: round(v / count, 2) for k, v in sorted(kinds.items())},
+            # the leader's own count, beats included: a check on the counting
+            "applied_per_execution": round(applied / count, 2),
+        }
+    for case, row in rows.items():
+        base = CASES[case][1]
+        row["against"] = base or None
+        row["extra"] = (
+            round(row["entries_per_execution"] - rows[base]["entries_per_execution"], 2)
+            if base
+            else None
+        )
+    summary = ", ".join(f"{c} +{r['extra']}" for c, r in rows.items() if r["extra"] is not None)
+    ctx.progress.done(summary)
+    return {"repeats": repeats, "cases": rows}
+
+
+def _spawn_one_worker(ctx: Context) -> list[Child]:
+    """One worker process (``python -m bench.worker``), as in a deployment: the client's
+    starts are not handed to it in memory, it claims them."""
+    args = ["--url", ctx.cluster.entry_url(0), "--concurrency", "4", "--no-samples"]
+    child = Child(
+        "worker-primitives", "bench.worker", [*args, "--worker-id", "bench-p"], ctx.work_dir
+    )
+    try:
+        wait_all([child], "READY", 60)
+    except BaseException:
+        kill_all([child])
+        raise
+    return [child]
+
+
+def _quiet(ctx: Context) -> None:
+    """Nothing left in the queue: every execution's last request is done."""
+    _wait_weak(ctx, "SELECT COUNT(*) = 0 FROM messages")
+
+
+# ------------------------------------------------------------------ waiting and waking
+
+
+def _start_many(engine: Engine, starts: list[Callable[[], Any]]) -> list[Any]:
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda f: f(), starts))
+
+
+def _count(ctx: Context, sql: str, *params: Any) -> int:
+    rows = ctx.cluster.query(sql, *params)
+    return int(rows[0][0]) if rows else 0
+
+
+def _wait_count(ctx: Context, label: str, sql: str, want: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _count(ctx, sql)
+        ctx.progress.update(f"{label}: {got:,}/{want:,}")
+        if got >= want:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{label}: {got}/{want} after {timeout}s")
+        time.sleep(0.2)
+
+
+def run_waiting(ctx: Context, engine: Engine) -> dict[str, Any]:
+    s = ctx.settings
+    progress = ctx.progress
+    children = start_workers(ctx, s.workers, samples=False)
+    try:
+        time.sleep(1.0)  # connected and idle
+        progress.start(f"timers: idle vs {s.waiting:,} waiting")
+        idle0 = ctx.cluster.raft_mark()
+        time.sleep(s.wait_window)
+        idle1 = ctx.cluster.raft_mark()
+        tag = f"w{int(time.time() * 1000)}"
+        half = s.waiting // 2
+        sleepers = [f"{tag}-sleep-{i}" for i in range(half)]
+        listeners = [f"{tag}-recv-{i}" for i in range(s.waiting - half)]
+        _start_many(
+            engine,
+            [lambda i=i: engine.start(app.nap, 3600.0, execution_id=i) for i in sleepers]
+            + [lambda i=i: engine.start(app.inbox, "go", execution_id=i) for i in listeners],
+        )
+        _wait_count(
+            ctx,
+            "parked",
+            "SELECT COUNT(*) FROM steps WHERE substr(execution_id, 1, "
+            f"{len(tag) + 1}) = '{tag}-' AND kind IN ('sleep', 'recv')",
+            s.waiting,
+            s.phase_timeout,
+        )
+        time.sleep(0.5)  # the last park's commit is applied
+        wait0 = ctx.cluster.raft_mark()
+        time.sleep(s.wait_window)
+        wait1 = ctx.cluster.raft_mark()
+        idle = idle1.applied_index - idle0.applied_index
+        waiting = wait1.applied_index - wait0.applied_index
+        progress.done(
+            f"{idle} entries idle, {waiting} with {s.waiting:,} waiting, in {s.wait_window:.0f}s"
+        )
+
+        progress.start(f"timers: {s.sleepers:,} sleepers of 1-5 s")
+        began = time.time()
+        # send and cancel what waited: the listeners finish, the sleepers end cancelled
+        _start_many(
+            engine,
+            [lambda i=i: engine.send(i, 1, topic="go") for i in listeners]
+            + [lambda i=i: engine.cancel(i) for i in sleepers],
+        )
+        rng = random.Random(7)
+        nappers = [f"{tag}-nap-{i}" for i in range(s.sleepers)]
+        _start_many(
+            engine,
+            [
+                lambda i=i: engine.start(app.nap, round(rng.uniform(1.0, 5.0), 3), execution_id=i)
+                for i in nappers
+            ],
+        )
+        _wait_count(
+            ctx,
+            "done",
+            "SELECT COUNT(*) FROM executions WHERE substr(id, 1, "
+            f"{len(tag) + 1}) = '{tag}-' AND status IN ('succeeded', 'cancelled')",
+            s.waiting + s.sleepers,
+            s.phase_timeout,
+        )
+        seconds = time.time() - began
+        rows = ctx.cluster.query(
+            "SELECT z.wake_at, t.started_at FROM steps AS z JOIN steps AS t "
+            "ON t.execution_id = z.execution_id AND t.idx = z.idx + 1 "
+            "WHERE z.kind = 'sleep' AND substr(z.execution_id, 1, ?) = ?",
+            len(tag) + 5,
+            f"{tag}-nap-",
+        )
+        late = [started - wake for wake, started in rows]
+        cancelled = _count(
+            ctx,
+            "SELECT COUNT(*) FROM executions WHERE status = 'cancelled' AND substr(id, 1, ?) = ?",
+            len(tag) + 7,
+            f"{tag}-sleep-",
+        )
+        received = _count(
+            ctx,
+            "SELECT COUNT(*) FROM executions WHERE status = 'succeeded' AND substr(id, 1, ?) = ?",
+            len(tag) + 6,
+            f"{tag}-recv-",
+        )
+        results = stop_all(children)
+    finally:
+        kill_all(children)
+    summary = latency.summary_ms(late)
+    out = {
+        "workers": s.workers,
+        "concurrency": s.concurrency,
+        "window_s": s.wait_window,
+        "idle_entries": idle,
+        "waiting": s.waiting,
+        "waiting_entries": waiting,
+        "entries_per_waiting_execution": round(max(0, waiting - idle) / max(1, s.waiting), 4),
+        "waiting_elections": wait1.term - idle0.term,
+        "cancelled": cancelled,
+        "received": received,
+        "sleepers": s.sleepers,
+        "woke": len(late),
+        "early": sum(1 for x in late if x < 0),
+        "lateness": summary,
+        "lateness_max_ms": round(max(late) * 1e3, 1) if late else None,
+        "seconds": round(seconds, 2),
+        "worker_steps": sum(r["final"]["stats"]["steps"] for r in results),
+    }
+    progress.done(
+        f"lateness p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms, "
+        f"{out['early']} early, {out['woke']}/{s.sleepers} woke"
+    )
+    return out
+
+
+def run_timers(ctx: Context, engine: Engine) -> dict[str, Any]:
+    return {"primitives": run_primitive_costs(ctx, engine), "waiting": run_waiting(ctx, engine)}
+
+
+def render(data: dict[str, Any]) -> str:
+    from bench.report import _table
+
+    lines = ["", "Raft entries per primitive (counted, one execution at a time, beats excluded)"]
+    headers = ["case", "entries/execution", "extra", "against", "by kind"]
+    rows = []
+    for case, r in data["primitives"]["cases"].items():
+        rows.append(
+            [
+                case,
+                f"{r['entries_per_execution']:.2f}",
+                "-" if r["extra"] is None else f"+{r['extra']:.2f}",
+                r["against"] or "-",
+                ", ".join(f"{k} {v:g}" for k, v in r["by_kind"].items()),
+            ]
+        )
+    lines.append(_table(headers, rows))
+    w = data["waiting"]
+    lines += [
+        "",
+        f"waiting: {w['idle_entries']} Raft entries in {w['window_s']:.0f}s with the "
+        f"{w['workers']} workers idle, {w['waiting_entries']} with {w['waiting']:,} executions "
+        f"waiting (asleep or on a recv): {w['entries_per_waiting_execution']} per waiting "
+        "execution",
+        f"wake-up: {w['woke']:,}/{w['sleepers']:,} sleepers of 1-5 s woke, {w['early']} early; "
+        f"lateness (next step's start - wake time) p50 {w['lateness']['p50_ms']} ms, "
+        f"p99 {w['lateness']['p99_ms']} ms, max {w['lateness_max_ms']} ms",
+    ]
+    return "\n".join(lines)
