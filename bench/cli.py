@@ -53,7 +53,8 @@ _TUNABLES = {
     "primitive_repeats": (int, "timers: executions per primitive counted"),
     "waiting": (int, "timers: executions parked during the waiting window"),
     "wait_window": (float, "timers: seconds of the idle and the waiting windows"),
-    "sleepers": (int, "timers: executions sleeping a random 1-5 s"),
+    "sleepers_light": (int, "timers: executions sleeping a random 1-5 s, a light load"),
+    "sleepers": (int, "timers: executions sleeping a random 1-5 s, a heavy load"),
 }
 
 
@@ -230,7 +231,7 @@ def phase_count(settings: Settings) -> int:
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
     count += 4 if "latency" in settings.phases else 0
-    count += 3 if "timers" in settings.phases else 0
+    count += 5 if "timers" in settings.phases else 0
     return count + (1 if "naive" in settings.phases else 0)
 
 

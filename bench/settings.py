@@ -39,7 +39,8 @@ class Settings:
     primitive_repeats: int = 10
     waiting: int = 1_000  # executions parked during the waiting window
     wait_window: float = 5.0
-    sleepers: int = 1_000  # executions sleeping a random 1-5 s
+    sleepers_light: int = 100  # executions sleeping a random 1-5 s, a light load
+    sleepers: int = 1_000  # ... and a heavy one
     # --mode long: one execution of N steps per run, on embedded SQLite and on rqlite
     long_sizes: tuple[int, ...] = (500, 1_000, 2_000, 4_000, 8_000)
     long_rqlite_sizes: tuple[int, ...] = (250, 500, 1_000, 2_000)
@@ -67,9 +68,10 @@ class Settings:
             naive_claim_samples=5,
             rss_executions=40,
             rss_steps=25,
-            primitive_repeats=2,
+            primitive_repeats=1,
             waiting=10,
             wait_window=1.0,
+            sleepers_light=4,
             sleepers=10,
             long_sizes=(20, 60),
             long_rqlite_sizes=(20, 40),

@@ -8,13 +8,14 @@ execution costs while it waits, and how late a sleeper wakes.
    Each primitive's workflow is set against the baseline, a 1-step workflow: the
    difference is what the primitive adds.
 2. **A waiting execution costs 0 entries**: worker processes idle for a window (the
-   leader's applied index before and after), then the same window with ``waiting``
-   executions parked (half asleep for an hour, half on a ``recv``): the difference is what
-   the waiting executions cost. Then every listener is sent its message and every sleeper
-   is cancelled.
-3. **Wake-up lateness**: ``sleepers`` executions that each sleep a random 1-5 s, on the
-   same workers: the start of the step after the sleep minus the recorded wake time
-   (p50 / p99 / max), and how many woke early (must be 0).
+   leader's applied index before and after, and the workers' own requests counted by
+   kind), then the same window with ``waiting`` executions parked (half asleep for an
+   hour, half on a ``recv``): what the window holds beyond the workers' presence beats is
+   what the waiting executions cost. Then every listener is sent its message and every
+   sleeper is cancelled.
+3. **Wake-up lateness**: ``sleepers_light`` then ``sleepers`` executions started at once,
+   each sleeping a random 1-5 s, on the same workers: the start of the step after the sleep
+   minus the recorded wake time (p50 / p99 / max), and how many woke early (must be 0).
 """
 
 from __future__ import annotations
@@ -220,16 +221,87 @@ def _wait_count(ctx: Context, label: str, sql: str, want: int, timeout: float) -
         time.sleep(0.2)
 
 
+def _prefix(column: str, prefix: str) -> str:
+    return f"substr({column}, 1, {len(prefix)}) = '{prefix}'"
+
+
+def _window(ctx: Context, children: list[Child], marks: list[int]) -> tuple[int, int]:
+    """Sleep ``wait_window`` between two marks of the workers; the leader's applied index
+    over it, and the mark numbers (to read the workers' counted requests afterwards)."""
+    mark_all(children, marks[0] + 1)
+    first = ctx.cluster.raft_mark()
+    time.sleep(ctx.settings.wait_window)
+    last = ctx.cluster.raft_mark()
+    mark_all(children, marks[0] + 2)
+    marks[0] += 2
+    return last.applied_index - first.applied_index, last.term - first.term
+
+
+def _worker_entries(results: list[dict[str, Any]], a: int, b: int) -> dict[str, int]:
+    """The workers' Raft entries between their marks ``a`` and ``b``, by kind."""
+    total: Counter[str] = Counter()
+    for result in results:
+        raft = window(result["marks"][a - 1]["tally"], result["marks"][b - 1]["tally"], "raft")
+        total.update({k: int(v) for k, v in raft.items()})
+    return dict(total)
+
+
+def _sleepers(ctx: Context, engine: Engine, tag: str, count: int) -> dict[str, Any]:
+    """``count`` executions sleeping a random 1-5 s: how late each one's next step began."""
+    progress = ctx.progress
+    progress.start(f"timers: {count:,} sleepers of 1-5 s")
+    rng = random.Random(count)
+    prefix = f"{tag}-nap{count}-"
+    ids = [f"{prefix}{i}" for i in range(count)]
+    durations = [round(rng.uniform(1.0, 5.0), 3) for _ in ids]
+    began = time.monotonic()
+    _start_many(
+        engine,
+        [
+            lambda i=i, d=d: engine.start(app.nap, d, execution_id=i)
+            for i, d in zip(ids, durations, strict=True)
+        ],
+    )
+    started = time.monotonic() - began
+    _wait_count(
+        ctx,
+        "done",
+        f"SELECT COUNT(*) FROM executions WHERE {_prefix('id', prefix)} AND status = 'succeeded'",
+        count,
+        ctx.settings.phase_timeout,
+    )
+    seconds = time.monotonic() - began
+    rows = ctx.cluster.query(
+        "SELECT z.wake_at, t.started_at FROM steps AS z JOIN steps AS t "
+        "ON t.execution_id = z.execution_id AND t.idx = z.idx + 1 "
+        f"WHERE z.kind = 'sleep' AND {_prefix('z.execution_id', prefix)}"
+    )
+    late = [started_at - wake_at for wake_at, started_at in rows]
+    summary = latency.summary_ms(late)
+    out = {
+        "sleepers": count,
+        "start_seconds": round(started, 2),
+        "seconds": round(seconds, 2),
+        "woke": len(late),
+        "early": sum(1 for x in late if x < 0),
+        "lateness": summary,
+    }
+    progress.done(
+        f"lateness p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms, "
+        f"{out['early']} early, {out['woke']}/{count} woke (started in {started:.1f}s)"
+    )
+    return out
+
+
 def run_waiting(ctx: Context, engine: Engine) -> dict[str, Any]:
     s = ctx.settings
     progress = ctx.progress
     children = start_workers(ctx, s.workers, samples=False)
+    marks = [0]
     try:
         time.sleep(1.0)  # connected and idle
         progress.start(f"timers: idle vs {s.waiting:,} waiting")
-        idle0 = ctx.cluster.raft_mark()
-        time.sleep(s.wait_window)
-        idle1 = ctx.cluster.raft_mark()
+        idle, idle_elections = _window(ctx, children, marks)
         tag = f"w{int(time.time() * 1000)}"
         half = s.waiting // 2
         sleepers = [f"{tag}-sleep-{i}" for i in range(half)]
@@ -242,95 +314,68 @@ def run_waiting(ctx: Context, engine: Engine) -> dict[str, Any]:
         _wait_count(
             ctx,
             "parked",
-            "SELECT COUNT(*) FROM steps WHERE substr(execution_id, 1, "
-            f"{len(tag) + 1}) = '{tag}-' AND kind IN ('sleep', 'recv')",
+            f"SELECT COUNT(*) FROM steps WHERE {_prefix('execution_id', tag + '-')} "
+            "AND kind IN ('sleep', 'recv')",
             s.waiting,
             s.phase_timeout,
         )
-        time.sleep(0.5)  # the last park's commit is applied
-        wait0 = ctx.cluster.raft_mark()
-        time.sleep(s.wait_window)
-        wait1 = ctx.cluster.raft_mark()
-        idle = idle1.applied_index - idle0.applied_index
-        waiting = wait1.applied_index - wait0.applied_index
-        progress.done(
-            f"{idle} entries idle, {waiting} with {s.waiting:,} waiting, in {s.wait_window:.0f}s"
-        )
+        _wait_weak(ctx, "SELECT COUNT(*) = 0 FROM messages WHERE locked_by <> '__parked__'")
+        time.sleep(0.5)  # the last park's commit is applied everywhere
+        waiting, waiting_elections = _window(ctx, children, marks)
+        progress.done(f"{idle} entries idle, {waiting} with {s.waiting:,} waiting")
 
-        progress.start(f"timers: {s.sleepers:,} sleepers of 1-5 s")
-        began = time.time()
-        # send and cancel what waited: the listeners finish, the sleepers end cancelled
+        # The listeners are sent their message, the sleepers cancelled.
+        progress.start(f"timers: {len(listeners):,} sends, {len(sleepers):,} cancels")
+        began = time.monotonic()
         _start_many(
             engine,
             [lambda i=i: engine.send(i, 1, topic="go") for i in listeners]
             + [lambda i=i: engine.cancel(i) for i in sleepers],
         )
-        rng = random.Random(7)
-        nappers = [f"{tag}-nap-{i}" for i in range(s.sleepers)]
-        _start_many(
-            engine,
-            [
-                lambda i=i: engine.start(app.nap, round(rng.uniform(1.0, 5.0), 3), execution_id=i)
-                for i in nappers
-            ],
-        )
         _wait_count(
             ctx,
             "done",
-            "SELECT COUNT(*) FROM executions WHERE substr(id, 1, "
-            f"{len(tag) + 1}) = '{tag}-' AND status IN ('succeeded', 'cancelled')",
-            s.waiting + s.sleepers,
+            f"SELECT COUNT(*) FROM executions WHERE {_prefix('id', tag + '-')} "
+            "AND status IN ('succeeded', 'cancelled')",
+            s.waiting,
             s.phase_timeout,
         )
-        seconds = time.time() - began
-        rows = ctx.cluster.query(
-            "SELECT z.wake_at, t.started_at FROM steps AS z JOIN steps AS t "
-            "ON t.execution_id = z.execution_id AND t.idx = z.idx + 1 "
-            "WHERE z.kind = 'sleep' AND substr(z.execution_id, 1, ?) = ?",
-            len(tag) + 5,
-            f"{tag}-nap-",
-        )
-        late = [started - wake for wake, started in rows]
         cancelled = _count(
             ctx,
-            "SELECT COUNT(*) FROM executions WHERE status = 'cancelled' AND substr(id, 1, ?) = ?",
-            len(tag) + 7,
-            f"{tag}-sleep-",
+            "SELECT COUNT(*) FROM executions WHERE status = 'cancelled' AND "
+            + _prefix("id", f"{tag}-sleep-"),
         )
         received = _count(
             ctx,
-            "SELECT COUNT(*) FROM executions WHERE status = 'succeeded' AND substr(id, 1, ?) = ?",
-            len(tag) + 6,
-            f"{tag}-recv-",
+            "SELECT COUNT(*) FROM executions WHERE status = 'succeeded' AND "
+            + _prefix("id", f"{tag}-recv-"),
         )
+        ended = time.monotonic() - began
+        progress.done(f"{received:,} received, {cancelled:,} cancelled in {ended:.1f}s")
+        wakes = [_sleepers(ctx, engine, tag, n) for n in (s.sleepers_light, s.sleepers)]
         results = stop_all(children)
     finally:
         kill_all(children)
-    summary = latency.summary_ms(late)
-    out = {
+    idle_kinds = _worker_entries(results, 1, 2)
+    waiting_kinds = _worker_entries(results, 3, 4)
+    beats = sum(v for k, v in waiting_kinds.items() if k.startswith(BEAT_KINDS))
+    return {
         "workers": s.workers,
         "concurrency": s.concurrency,
         "window_s": s.wait_window,
         "idle_entries": idle,
+        "idle_by_kind": idle_kinds,
         "waiting": s.waiting,
         "waiting_entries": waiting,
-        "entries_per_waiting_execution": round(max(0, waiting - idle) / max(1, s.waiting), 4),
-        "waiting_elections": wait1.term - idle0.term,
+        "waiting_by_kind": waiting_kinds,
+        "waiting_beats": beats,
+        # what the parked executions cost: the window's entries but the workers' beats
+        "entries_per_waiting_execution": round(max(0, waiting - beats) / max(1, s.waiting), 4),
+        "elections": idle_elections + waiting_elections,
         "cancelled": cancelled,
         "received": received,
-        "sleepers": s.sleepers,
-        "woke": len(late),
-        "early": sum(1 for x in late if x < 0),
-        "lateness": summary,
-        "lateness_max_ms": round(max(late) * 1e3, 1) if late else None,
-        "seconds": round(seconds, 2),
-        "worker_steps": sum(r["final"]["stats"]["steps"] for r in results),
+        "wakes": wakes,
     }
-    progress.done(
-        f"lateness p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms, "
-        f"{out['early']} early, {out['woke']}/{s.sleepers} woke"
-    )
-    return out
 
 
 def run_timers(ctx: Context, engine: Engine) -> dict[str, Any]:
@@ -358,11 +403,21 @@ def render(data: dict[str, Any]) -> str:
     lines += [
         "",
         f"waiting: {w['idle_entries']} Raft entries in {w['window_s']:.0f}s with the "
-        f"{w['workers']} workers idle, {w['waiting_entries']} with {w['waiting']:,} executions "
-        f"waiting (asleep or on a recv): {w['entries_per_waiting_execution']} per waiting "
-        "execution",
-        f"wake-up: {w['woke']:,}/{w['sleepers']:,} sleepers of 1-5 s woke, {w['early']} early; "
-        f"lateness (next step's start - wake time) p50 {w['lateness']['p50_ms']} ms, "
-        f"p99 {w['lateness']['p99_ms']} ms, max {w['lateness_max_ms']} ms",
+        f"{w['workers']} workers idle ({_kinds(w['idle_by_kind'])}), {w['waiting_entries']} "
+        f"with {w['waiting']:,} executions waiting, asleep or on a recv "
+        f"({_kinds(w['waiting_by_kind'])}): {w['entries_per_waiting_execution']} per waiting "
+        "execution, beats aside",
     ]
+    for wake in w["wakes"]:
+        lat = wake["lateness"]
+        lines.append(
+            f"wake-up: {wake['woke']:,}/{wake['sleepers']:,} sleepers of 1-5 s woke "
+            f"(started in {wake['start_seconds']}s), {wake['early']} early; lateness (next "
+            f"step's start - wake time) p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
+            f"max {lat['max_ms']} ms"
+        )
     return "\n".join(lines)
+
+
+def _kinds(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none counted"
