@@ -71,7 +71,7 @@ class Settings:
             primitive_repeats=1,
             waiting=10,
             wait_window=1.0,
-            sleepers_light=4,
+            sleepers_light=0,  # skipped
             sleepers=10,
             long_sizes=(20, 60),
             long_rqlite_sizes=(20, 40),

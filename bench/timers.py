@@ -1,20 +1,23 @@
 """The timers phase: what the durable primitives cost in Raft entries, what a waiting
 execution costs while it waits, and how late a sleeper wakes.
 
-1. **Raft entries per primitive**, counted: one worker process runs executions one at a
-   time, and every request of it and of the benchmark process (the client's start, send
-   and cancel; the worker's claims and commits) is counted by kind (:mod:`bench.counting`),
-   the worker's presence beats (``ops.*``, one every 10 s whatever it runs) left out.
+All three run on one set of worker processes (``workers`` x ``concurrency``).
+
+1. **Raft entries per primitive**, counted: executions run one at a time, and every
+   request of the workers and of the benchmark process (the client's start, send and
+   cancel; the workers' claims and commits) is counted by kind (:mod:`bench.counting`),
+   the workers' presence beats (``ops.*``, one per worker every 10 s whatever it runs)
+   left out.
    Each primitive's workflow is set against the baseline, a 1-step workflow: the
    difference is what the primitive adds.
-2. **A waiting execution costs 0 entries**: worker processes idle for a window (the
+2. **A waiting execution costs 0 entries**: the workers idle for a window (the
    leader's applied index before and after, and the workers' own requests counted by
    kind), then the same window with ``waiting`` executions parked (half asleep for an
    hour, half on a ``recv``): what the window holds beyond the workers' presence beats is
    what the waiting executions cost. Then every listener is sent its message and every
    sleeper is cancelled.
 3. **Wake-up lateness**: ``sleepers_light`` then ``sleepers`` executions started at once,
-   each sleeping a random 1-5 s, on the same workers: the start of the step after the sleep
+   each sleeping a random 1-5 s: the start of the step after the sleep
    minus the recorded wake time (p50 / p99 / max), and how many woke early (must be 0).
 """
 
@@ -30,11 +33,14 @@ from typing import Any
 from raftflow.engine import Engine, WorkflowCancelledError
 
 from bench import app, latency
-from bench.children import Child, kill_all, mark_all, stop_all, wait_all
+from bench.children import Child, kill_all, mark_all, stop_all
 from bench.counting import window
 from bench.phases import Context, start_workers
 
 BEAT_KINDS = ("ops.",)  # presence beats: a worker's, whatever it runs
+
+#: Makes a part's figures from the workers' final results (their counters at each mark).
+Figures = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 # ----------------------------------------------------------------- entries per primitive
@@ -122,73 +128,66 @@ CASES: dict[str, tuple[str, str]] = {
 }
 
 
-def run_primitive_costs(ctx: Context, engine: Engine) -> dict[str, Any]:
-    """Raft entries of each case per execution, counted by kind; see the module doc."""
+def run_primitive_costs(
+    ctx: Context, engine: Engine, children: list[Child], marks: list[int]
+) -> Figures:
+    """Raft entries of each case per execution, counted by kind; see the module doc.
+    Returns a function of the workers' final results that makes the figures."""
     s = ctx.settings
     repeats = s.primitive_repeats
     ctx.progress.start("timers: Raft entries per primitive")
-    children = _spawn_one_worker(ctx)
-    marks = 0
     spans: dict[str, tuple[int, int, Counter[str], int, int]] = {}
-    try:
-        for case in CASES:
-            count = max(1, repeats // 2) if case in ("retry 2s", "sleep 2s") else repeats
-            if not spans:  # warm: imports, connections, the first claim
-                _one_run(engine, "baseline", ctx, -1)
-            _quiet(ctx)
-            before = ctx.tally.snapshot()
-            mark_all(children, marks := marks + 1)
-            first = ctx.cluster.raft_mark()
-            for n in range(count):
-                _one_run(engine, case, ctx, n)
-                ctx.progress.update(f"{case} {n + 1}/{count}")
-            _quiet(ctx)
-            mark_all(children, marks := marks + 1)
-            applied = ctx.cluster.raft_mark().applied_index - first.applied_index
-            spans[case] = (marks - 1, marks, _entries(before, ctx.tally.snapshot()), applied, count)
-        (result,) = stop_all(children)
-    finally:
-        kill_all(children)
-    rows: dict[str, dict[str, Any]] = {}
-    for case, (a, b, client, applied, count) in spans.items():
-        worker = _entries(result["marks"][a - 1]["tally"], result["marks"][b - 1]["tally"])
-        kinds = client + worker
-        rows[case] = {
-            "what": CASES[case][0],
-            "executions": count,
-            "entries_per_execution": round(sum(kinds.values()) / count, 2),
-            "client_per_execution": round(sum(client.values()) / count, 2),
-            "worker_per_execution": round(sum(worker.values()) / count, 2),
-            "by_kind": {k: round(v / count, 2) for k, v in sorted(kinds.items())},
-            # the leader's own count, beats included: a check on the counting
-            "applied_per_execution": round(applied / count, 2),
-        }
-    for case, row in rows.items():
-        base = CASES[case][1]
-        row["against"] = base or None
-        row["extra"] = (
-            round(row["entries_per_execution"] - rows[base]["entries_per_execution"], 2)
-            if base
-            else None
-        )
-    summary = ", ".join(f"{c} +{r['extra']}" for c, r in rows.items() if r["extra"] is not None)
-    ctx.progress.done(summary)
-    return {"repeats": repeats, "cases": rows}
+    for case in CASES:
+        count = max(1, repeats // 2) if case in ("retry 2s", "sleep 2s") else repeats
+        if not spans:  # warm: imports, connections, the first claim
+            _one_run(engine, "baseline", ctx, -1)
+        _quiet(ctx)
+        before = ctx.tally.snapshot()
+        a = _mark(children, marks)
+        first = ctx.cluster.raft_mark()
+        for n in range(count):
+            _one_run(engine, case, ctx, n)
+            ctx.progress.update(f"{case} {n + 1}/{count}")
+        _quiet(ctx)
+        b = _mark(children, marks)
+        applied = ctx.cluster.raft_mark().applied_index - first.applied_index
+        spans[case] = (a, b, _entries(before, ctx.tally.snapshot()), applied, count)
+    ctx.progress.done(f"{len(spans)} cases counted")
+
+    def figures(results: list[dict[str, Any]]) -> dict[str, Any]:
+        rows: dict[str, dict[str, Any]] = {}
+        for case, (a, b, client, applied, count) in spans.items():
+            worker = Counter(_worker_entries(results, a, b))
+            worker = Counter({k: v for k, v in worker.items() if not k.startswith(BEAT_KINDS)})
+            kinds = client + worker
+            rows[case] = {
+                "what": CASES[case][0],
+                "executions": count,
+                "entries_per_execution": round(sum(kinds.values()) / count, 2),
+                "client_per_execution": round(sum(client.values()) / count, 2),
+                "worker_per_execution": round(sum(worker.values()) / count, 2),
+                "by_kind": {k: round(v / count, 2) for k, v in sorted(kinds.items())},
+                # the leader's own count, beats included: a check on the counting
+                "applied_per_execution": round(applied / count, 2),
+            }
+        for case, row in rows.items():
+            base = CASES[case][1]
+            row["against"] = base or None
+            row["extra"] = (
+                round(row["entries_per_execution"] - rows[base]["entries_per_execution"], 2)
+                if base
+                else None
+            )
+        return {"repeats": repeats, "cases": rows}
+
+    return figures
 
 
-def _spawn_one_worker(ctx: Context) -> list[Child]:
-    """One worker process (``python -m bench.worker``), as in a deployment: the client's
-    starts are not handed to it in memory, it claims them."""
-    args = ["--url", ctx.cluster.entry_url(0), "--concurrency", "4", "--no-samples"]
-    child = Child(
-        "worker-primitives", "bench.worker", [*args, "--worker-id", "bench-p"], ctx.work_dir
-    )
-    try:
-        wait_all([child], "READY", 60)
-    except BaseException:
-        kill_all([child])
-        raise
-    return [child]
+def _mark(children: list[Child], marks: list[int]) -> int:
+    """Snapshot every worker's counters (``bench.worker``'s SIGUSR1); the mark's number."""
+    marks[0] += 1
+    mark_all(children, marks[0])
+    return marks[0]
 
 
 def _quiet(ctx: Context) -> None:
@@ -225,16 +224,15 @@ def _prefix(column: str, prefix: str) -> str:
     return f"substr({column}, 1, {len(prefix)}) = '{prefix}'"
 
 
-def _window(ctx: Context, children: list[Child], marks: list[int]) -> tuple[int, int]:
-    """Sleep ``wait_window`` between two marks of the workers; the leader's applied index
-    over it, and the mark numbers (to read the workers' counted requests afterwards)."""
-    mark_all(children, marks[0] + 1)
+def _window(ctx: Context, children: list[Child], marks: list[int]) -> tuple[int, int, int, int]:
+    """Sleep ``wait_window`` between two marks of the workers: the leader's applied index
+    over it, the elections, and the two mark numbers (the workers' counted requests)."""
+    a = _mark(children, marks)
     first = ctx.cluster.raft_mark()
     time.sleep(ctx.settings.wait_window)
     last = ctx.cluster.raft_mark()
-    mark_all(children, marks[0] + 2)
-    marks[0] += 2
-    return last.applied_index - first.applied_index, last.term - first.term
+    b = _mark(children, marks)
+    return last.applied_index - first.applied_index, last.term - first.term, a, b
 
 
 def _worker_entries(results: list[dict[str, Any]], a: int, b: int) -> dict[str, int]:
@@ -293,93 +291,103 @@ def _sleepers(ctx: Context, engine: Engine, tag: str, count: int) -> dict[str, A
     return out
 
 
-def run_waiting(ctx: Context, engine: Engine) -> dict[str, Any]:
+def run_waiting(ctx: Context, engine: Engine, children: list[Child], marks: list[int]) -> Figures:
+    """Idle and waiting windows, sends and cancels, the sleepers; see the module doc."""
     s = ctx.settings
     progress = ctx.progress
+    progress.start(f"timers: idle vs {s.waiting:,} waiting")
+    idle, idle_elections, i0, i1 = _window(ctx, children, marks)
+    tag = f"w{int(time.time() * 1000)}"
+    half = s.waiting // 2
+    sleepers = [f"{tag}-sleep-{i}" for i in range(half)]
+    listeners = [f"{tag}-recv-{i}" for i in range(s.waiting - half)]
+    _start_many(
+        engine,
+        [lambda i=i: engine.start(app.nap, 3600.0, execution_id=i) for i in sleepers]
+        + [lambda i=i: engine.start(app.inbox, "go", execution_id=i) for i in listeners],
+    )
+    _wait_count(
+        ctx,
+        "parked",
+        f"SELECT COUNT(*) FROM steps WHERE {_prefix('execution_id', tag + '-')} "
+        "AND kind IN ('sleep', 'recv')",
+        s.waiting,
+        s.phase_timeout,
+    )
+    _wait_weak(ctx, "SELECT COUNT(*) = 0 FROM messages WHERE locked_by <> '__parked__'")
+    time.sleep(0.5)  # the last park's commit is applied everywhere
+    waiting, waiting_elections, w0, w1 = _window(ctx, children, marks)
+    progress.done(f"{idle} entries idle, {waiting} with {s.waiting:,} waiting")
+
+    # The listeners are sent their message, the sleepers cancelled.
+    progress.start(f"timers: {len(listeners):,} sends, {len(sleepers):,} cancels")
+    began = time.monotonic()
+    _start_many(
+        engine,
+        [lambda i=i: engine.send(i, 1, topic="go") for i in listeners]
+        + [lambda i=i: engine.cancel(i) for i in sleepers],
+    )
+    _wait_count(
+        ctx,
+        "done",
+        f"SELECT COUNT(*) FROM executions WHERE {_prefix('id', tag + '-')} "
+        "AND status IN ('succeeded', 'cancelled')",
+        s.waiting,
+        s.phase_timeout,
+    )
+    cancelled = _count(
+        ctx,
+        "SELECT COUNT(*) FROM executions WHERE status = 'cancelled' AND "
+        + _prefix("id", f"{tag}-sleep-"),
+    )
+    received = _count(
+        ctx,
+        "SELECT COUNT(*) FROM executions WHERE status = 'succeeded' AND "
+        + _prefix("id", f"{tag}-recv-"),
+    )
+    ended = time.monotonic() - began
+    progress.done(f"{received:,} received, {cancelled:,} cancelled in {ended:.1f}s")
+    sizes = [n for n in (s.sleepers_light, s.sleepers) if n > 0]
+    wakes = [_sleepers(ctx, engine, tag, n) for n in sizes]
+
+    def figures(results: list[dict[str, Any]]) -> dict[str, Any]:
+        idle_kinds = _worker_entries(results, i0, i1)
+        waiting_kinds = _worker_entries(results, w0, w1)
+        beats = sum(v for k, v in waiting_kinds.items() if k.startswith(BEAT_KINDS))
+        return {
+            "workers": s.workers,
+            "concurrency": s.concurrency,
+            "window_s": s.wait_window,
+            "idle_entries": idle,
+            "idle_by_kind": idle_kinds,
+            "waiting": s.waiting,
+            "waiting_entries": waiting,
+            "waiting_by_kind": waiting_kinds,
+            "waiting_beats": beats,
+            # what the parked executions cost: the window's entries but the workers' beats
+            "entries_per_waiting_execution": round(max(0, waiting - beats) / max(1, s.waiting), 4),
+            "elections": idle_elections + waiting_elections,
+            "cancelled": cancelled,
+            "received": received,
+            "wakes": wakes,
+        }
+
+    return figures
+
+
+def run_timers(ctx: Context, engine: Engine) -> dict[str, Any]:
+    """The three parts on one set of worker processes (``workers`` x ``concurrency``)."""
+    s = ctx.settings
     children = start_workers(ctx, s.workers, samples=False)
     marks = [0]
     try:
         time.sleep(1.0)  # connected and idle
-        progress.start(f"timers: idle vs {s.waiting:,} waiting")
-        idle, idle_elections = _window(ctx, children, marks)
-        tag = f"w{int(time.time() * 1000)}"
-        half = s.waiting // 2
-        sleepers = [f"{tag}-sleep-{i}" for i in range(half)]
-        listeners = [f"{tag}-recv-{i}" for i in range(s.waiting - half)]
-        _start_many(
-            engine,
-            [lambda i=i: engine.start(app.nap, 3600.0, execution_id=i) for i in sleepers]
-            + [lambda i=i: engine.start(app.inbox, "go", execution_id=i) for i in listeners],
-        )
-        _wait_count(
-            ctx,
-            "parked",
-            f"SELECT COUNT(*) FROM steps WHERE {_prefix('execution_id', tag + '-')} "
-            "AND kind IN ('sleep', 'recv')",
-            s.waiting,
-            s.phase_timeout,
-        )
-        _wait_weak(ctx, "SELECT COUNT(*) = 0 FROM messages WHERE locked_by <> '__parked__'")
-        time.sleep(0.5)  # the last park's commit is applied everywhere
-        waiting, waiting_elections = _window(ctx, children, marks)
-        progress.done(f"{idle} entries idle, {waiting} with {s.waiting:,} waiting")
-
-        # The listeners are sent their message, the sleepers cancelled.
-        progress.start(f"timers: {len(listeners):,} sends, {len(sleepers):,} cancels")
-        began = time.monotonic()
-        _start_many(
-            engine,
-            [lambda i=i: engine.send(i, 1, topic="go") for i in listeners]
-            + [lambda i=i: engine.cancel(i) for i in sleepers],
-        )
-        _wait_count(
-            ctx,
-            "done",
-            f"SELECT COUNT(*) FROM executions WHERE {_prefix('id', tag + '-')} "
-            "AND status IN ('succeeded', 'cancelled')",
-            s.waiting,
-            s.phase_timeout,
-        )
-        cancelled = _count(
-            ctx,
-            "SELECT COUNT(*) FROM executions WHERE status = 'cancelled' AND "
-            + _prefix("id", f"{tag}-sleep-"),
-        )
-        received = _count(
-            ctx,
-            "SELECT COUNT(*) FROM executions WHERE status = 'succeeded' AND "
-            + _prefix("id", f"{tag}-recv-"),
-        )
-        ended = time.monotonic() - began
-        progress.done(f"{received:,} received, {cancelled:,} cancelled in {ended:.1f}s")
-        wakes = [_sleepers(ctx, engine, tag, n) for n in (s.sleepers_light, s.sleepers)]
+        primitives = run_primitive_costs(ctx, engine, children, marks)
+        waiting = run_waiting(ctx, engine, children, marks)
         results = stop_all(children)
     finally:
         kill_all(children)
-    idle_kinds = _worker_entries(results, 1, 2)
-    waiting_kinds = _worker_entries(results, 3, 4)
-    beats = sum(v for k, v in waiting_kinds.items() if k.startswith(BEAT_KINDS))
-    return {
-        "workers": s.workers,
-        "concurrency": s.concurrency,
-        "window_s": s.wait_window,
-        "idle_entries": idle,
-        "idle_by_kind": idle_kinds,
-        "waiting": s.waiting,
-        "waiting_entries": waiting,
-        "waiting_by_kind": waiting_kinds,
-        "waiting_beats": beats,
-        # what the parked executions cost: the window's entries but the workers' beats
-        "entries_per_waiting_execution": round(max(0, waiting - beats) / max(1, s.waiting), 4),
-        "elections": idle_elections + waiting_elections,
-        "cancelled": cancelled,
-        "received": received,
-        "wakes": wakes,
-    }
-
-
-def run_timers(ctx: Context, engine: Engine) -> dict[str, Any]:
-    return {"primitives": run_primitive_costs(ctx, engine), "waiting": run_waiting(ctx, engine)}
+    return {"primitives": primitives(results), "waiting": waiting(results)}
 
 
 def render(data: dict[str, Any]) -> str:

@@ -98,7 +98,8 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
         assert cases[case]["extra"] > 0, (case, cases[case])
     waiting = timers["waiting"]
     wakes = waiting["wakes"]
-    assert [w["sleepers"] for w in wakes] == [settings["sleepers_light"], settings["sleepers"]]
+    sizes = [n for n in (settings["sleepers_light"], settings["sleepers"]) if n]
+    assert [w["sleepers"] for w in wakes] == sizes and sizes
     for wake in wakes:
         assert wake["woke"] == wake["sleepers"] and wake["early"] == 0, wake
         assert wake["lateness"]["p50_ms"] > 0, wake
