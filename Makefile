@@ -81,7 +81,7 @@ lint: setup
 	for d in engine transports stores; do ln -s ../../$$d .typecheck/raftflow/$$d; done
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p raftflow
 
-bench: setup  ## the benchmark on its own local 3-node cluster (about 1.5 minutes)
+bench: setup  ## the benchmark on its own local 3-node cluster (about 3.5 minutes)
 	$(BIN)/python -m bench
 
 bench-smoke: setup  ## the benchmark in seconds (what CI checks)
