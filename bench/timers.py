@@ -24,8 +24,9 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from raftflow.engine import Engine, WorkflowCancelledError
@@ -196,7 +197,7 @@ def _quiet(ctx: Context) -> None:
 # ------------------------------------------------------------------ waiting and waking
 
 
-def _start_many(engine: Engine, starts: list[Callable[[], Any]]) -> list[Any]:
+def _start_many(engine: Engine, starts: Sequence[Callable[[], Any]]) -> list[Any]:
     with ThreadPoolExecutor(8) as pool:
         return list(pool.map(lambda f: f(), starts))
 
@@ -254,7 +255,7 @@ def _sleepers(ctx: Context, engine: Engine, tag: str, count: int) -> dict[str, A
     _start_many(
         engine,
         [
-            lambda i=i, d=d: engine.start(app.nap, d, execution_id=i)
+            partial(engine.start, app.nap, d, execution_id=i)
             for i, d in zip(ids, durations, strict=True)
         ],
     )
@@ -301,8 +302,8 @@ def run_waiting(ctx: Context, engine: Engine, children: list[Child], marks: list
     listeners = [f"{tag}-recv-{i}" for i in range(s.waiting - half)]
     _start_many(
         engine,
-        [lambda i=i: engine.start(app.nap, 3600.0, execution_id=i) for i in sleepers]
-        + [lambda i=i: engine.start(app.inbox, "go", execution_id=i) for i in listeners],
+        [partial(engine.start, app.nap, 3600.0, execution_id=i) for i in sleepers]
+        + [partial(engine.start, app.inbox, "go", execution_id=i) for i in listeners],
     )
     _wait_count(
         ctx,
@@ -322,8 +323,8 @@ def run_waiting(ctx: Context, engine: Engine, children: list[Child], marks: list
     began = time.monotonic()
     _start_many(
         engine,
-        [lambda i=i: engine.send(i, 1, topic="go") for i in listeners]
-        + [lambda i=i: engine.cancel(i) for i in sleepers],
+        [partial(engine.send, i, 1, topic="go") for i in listeners]
+        + [partial(engine.cancel, i) for i in sleepers],
     )
     _wait_count(
         ctx,

@@ -312,10 +312,11 @@ def check_primitives(s: PrimitivesScenario) -> Tally:
             ]:
                 problems.append(f"{execution_id}: children {children[execution_id]}")
     for execution_id, (status, output) in expected_status.items():
-        row = rows.get(execution_id)
-        if row is None:
+        found = rows.get(execution_id)
+        if found is None:
             problems.append(f"execution {execution_id} was started but does not exist")
             continue
+        row = found
         got = None if row["output"] is None else json.loads(row["output"])
         if row["status"] != status or (status == "succeeded" and got != output):
             problems.append(
@@ -387,8 +388,8 @@ def check_primitives(s: PrimitivesScenario) -> Tally:
         "SELECT execution_id, COUNT(*) AS n, SUM(consumed_idx IS NULL) AS unread "
         "FROM signals GROUP BY execution_id"
     ):
-        item = planned.get(row["execution_id"])
-        if item is None or item.cancel or row["n"] != item.job.messages or row["unread"]:
+        target = planned.get(row["execution_id"])
+        if target is None or target.cancel or row["n"] != target.job.messages or row["unread"]:
             problems.append(f"signals of {row['execution_id']}: {row}")
 
     # The cancelled ones went no further.
@@ -443,9 +444,8 @@ def test_primitives_under_worker_and_leader_kills(
     )
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    with PrimitivesScenario(
-        "primitives", cluster.urls, log_dir, figures_path, options, seed=seed
-    ) as s:
+    s = PrimitivesScenario("primitives", cluster.urls, log_dir, figures_path, options, seed=seed)
+    with s:
         # 1. a worker holding executions dies; another takes its place
         s.wait_steps(15)
         killed = [s.pick_holder()]
