@@ -9,14 +9,17 @@ from the start: the cost "Long executions" set out to remove).
 
 Per run: the total time and time per step, the mean step-to-step time over the first and
 the last ``window`` steps (window = N/10, at most 500) and their ratio, the worker's
-claims and how many of them resumed a kept run instead of replaying, and on rqlite the
-Raft entries per step (the leader's applied index over the run).
+claims and how many of them resumed a kept run instead of replaying, the step records
+those claims read back (the claim's own read and the pages of a long history: 0 when
+every claim resumes), and on rqlite the Raft entries per step (the leader's applied index
+over the run).
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,56 @@ from raftflow.engine.errors import ResultTimeoutError
 from bench.phases import Context
 
 STEPS_PER_TURN = 16  # the WorkerOptions default: a claim every 16 steps
+
+#: The statements whose rows are an execution's recorded history, read by a claim.
+HISTORY_READS = ("store.claimed_steps", "store.steps_page")
+
+
+class HistoryRows:
+    """Counts the step records that requests of this process read back (the claims' own
+    read and the pages of a long history), by wrapping the connections' ``send`` for the
+    duration of a ``with`` block."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self._lock = threading.Lock()
+        self._saved: list[tuple[Any, Any]] = []
+
+    def _count(self, request: Any, response: Any) -> None:
+        rows = sum(
+            len(result.rows)
+            for statement, result in zip(request.statements, response.results, strict=False)
+            if statement.name in HISTORY_READS
+        )
+        if rows:
+            with self._lock:
+                self.rows += rows
+
+    def __enter__(self) -> HistoryRows:
+        from raftflow.transports.rqlite.client import AsyncRqliteConnection
+        from raftflow.transports.sqlite.connection import SqliteConnection
+
+        sync_send, async_send = SqliteConnection.send, AsyncRqliteConnection.send
+        counter = self
+
+        def counted(conn: Any, request: Any) -> Any:
+            response = sync_send(conn, request)
+            counter._count(request, response)
+            return response
+
+        async def acounted(conn: Any, request: Any) -> Any:
+            response = await async_send(conn, request)
+            counter._count(request, response)
+            return response
+
+        self._saved = [(SqliteConnection, sync_send), (AsyncRqliteConnection, async_send)]
+        SqliteConnection.send = counted  # type: ignore[method-assign]
+        AsyncRqliteConnection.send = acounted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, send in self._saved:
+            cls.send = send
 
 
 @dataclass
@@ -69,9 +122,12 @@ def run_one(
         mark = ctx.cluster.raft_mark() if rqlite else None
         began = time.perf_counter()
         handle = engine.start(chain.workflow, n)
-        with engine.running_worker(
-            concurrency=1, sticky_cache=sticky_cache, steps_per_turn=STEPS_PER_TURN
-        ) as worker:
+        with (
+            HistoryRows() as history,
+            engine.running_worker(
+                concurrency=1, sticky_cache=sticky_cache, steps_per_turn=STEPS_PER_TURN
+            ) as worker,
+        ):
             deadline = time.monotonic() + ctx.settings.phase_timeout
             while True:
                 try:
@@ -106,6 +162,7 @@ def run_one(
         "resumed": stats.resumed,
         "replays": stats.claimed - stats.resumed,
         "steps": stats.steps,
+        "history_rows_read": history.rows,
     }
     if mark is not None and after is not None:
         entries = after.applied_index - mark.applied_index
@@ -186,6 +243,7 @@ def render(results: dict[str, Any]) -> str:
         "last ms",
         "last/first",
         "claims (resumed)",
+        "history rows read",
         "Raft/step",
     ]
     rows = []
@@ -201,6 +259,7 @@ def render(results: dict[str, Any]) -> str:
                 f"{r['last_window_ms']:.2f}",
                 f"{r['last_over_first']}",
                 f"{r['claims']} ({r['resumed']})",
+                f"{r['history_rows_read']:,}",
                 "-" if "raft_per_step" not in r else f"{r['raft_per_step']:.2f}",
             ]
         )

@@ -120,10 +120,12 @@ def test_long_smoke_reports_per_step_cost(tmp_path: Path, rqlited_path: Path) ->
     for row in rows:
         assert row["steps"] == row["n"] and row["per_step_ms"] > 0, row
         assert row["first_window_ms"] > 0 and row["last_window_ms"] > 0, row
-        if row["sticky_cache"] == 0:  # every claim replays
+        if row["sticky_cache"] == 0:  # every claim replays, reading the history so far
             assert row["resumed"] == 0, row
-        else:  # every claim after the first resumes the kept run
+            assert row["history_rows_read"] >= row["n"] // 2, row
+        else:  # every claim after the first resumes the kept run: no history read
             assert row["resumed"] == row["claims"] - 1, row
+            assert row["history_rows_read"] == 0, row
         if row["backend"] == "rqlite":
             assert row["raft_per_step"] > 0, row
     assert "ms/step at N=" in data_text(tmp_path)
