@@ -13,7 +13,7 @@ WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pypr
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
 .PHONY: setup rqlite browser demo demo-cluster test test-fast test-deploy lint bench bench-smoke \
-	cluster screenshots ui engines image image-rqlite image-worker image-worker-offline clean
+	bench-long cluster screenshots ui engines image image-rqlite image-worker image-worker-offline clean
 
 setup: $(INSTALLED) $(RQLITED)
 
@@ -81,11 +81,14 @@ lint: setup
 	for d in engine transports stores; do ln -s ../../$$d .typecheck/raftflow/$$d; done
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p raftflow
 
-bench: setup  ## the benchmark on its own local 3-node cluster (about 1.5 minutes)
+bench: setup  ## the benchmark on its own local 3-node cluster (about 3.5 minutes)
 	$(BIN)/python -m bench
 
 bench-smoke: setup  ## the benchmark in seconds (what CI checks)
 	$(BIN)/python -m bench --smoke
+
+bench-long: setup  ## one execution of N steps, N up to 8,000: per-step cost as N grows (minutes)
+	$(BIN)/python -m bench --mode long
 
 cluster: setup  ## a local 3-node rqlite cluster until Ctrl-C
 	$(BIN)/raftflow cluster --nodes 3

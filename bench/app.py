@@ -7,15 +7,20 @@ is the same with a sync workflow and sync steps (run in the worker's thread pool
 ``transactions`` phase's chain: each step is a transaction step that debits 1 from the
 execution's own account (guarded by ``expect_rows``) and appends a ledger row, both
 committed with the step's checkpoint.
+
+The timers phase (:mod:`bench.timers`) uses the durable primitives: ``nap`` sleeps then
+runs one step, ``inbox`` waits for a message then runs one step, ``parent`` starts ``one``
+as a child and waits for it, ``flaky`` retries a step that fails its first attempts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from pydantic import BaseModel
-from raftflow.engine import AsyncTransaction, Engine
+from raftflow.engine import AsyncTransaction, Engine, Retry, current_step
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, update
 
 engine = Engine()
@@ -97,3 +102,53 @@ async def ledger_chain(spec: Ledger) -> int:
     for i in range(spec.steps):
         total += await debit(spec.account, i)
     return total
+
+
+# ------------------------------------------------------------------------- timers phase
+
+
+@engine.workflow
+async def nap(seconds: float) -> int:
+    await engine.sleep_async(seconds)
+    return await tick(1, 0.0)
+
+
+@engine.workflow
+async def inbox(topic: str) -> Any:
+    message = await engine.recv_async(topic, timeout=None)
+    await tick(1, 0.0)
+    return message
+
+
+@engine.workflow
+async def parent(value: int) -> int:
+    child = await engine.start_async(one, value)
+    return await child.result_async()
+
+
+class Flaky(BaseModel):
+    fail_times: int = 1
+    parked: bool = False  # the 2 s retry delay (the execution parks) or 0.1 s (in place)
+
+
+@engine.step(retry=Retry(max_attempts=5, delay=0.1, backoff=1.0))
+async def flaky_soon(fail_times: int) -> int:
+    attempt = current_step().attempt
+    if attempt <= fail_times:
+        raise ConnectionError(f"attempt {attempt} fails")
+    return attempt
+
+
+@engine.step(retry=Retry(max_attempts=5, delay=2.0, backoff=1.0))
+async def flaky_later(fail_times: int) -> int:
+    attempt = current_step().attempt
+    if attempt <= fail_times:
+        raise ConnectionError(f"attempt {attempt} fails")
+    return attempt
+
+
+@engine.workflow
+async def flaky(spec: Flaky) -> int:
+    if spec.parked:
+        return await flaky_later(spec.fail_times)
+    return await flaky_soon(spec.fail_times)

@@ -5,6 +5,7 @@ table and write the JSON.
     python -m bench --smoke            # seconds: checks that the benchmark still works
     python -m bench --mode scale       # claim latency at 10 vs 100k queued, RSS over 100k steps
     python -m bench --mode cost        # rqlite CPU per request: raw writes, commits, claims
+    python -m bench --mode long        # one execution of N steps: per-step cost as N grows
     python -m bench --workers 3 --concurrency 32 --executions 96 --steps 100 --duration 10
     python -m bench --phases raftflow --worker-option max_inflight=1
 
@@ -49,6 +50,11 @@ _TUNABLES = {
     "claim_samples": (int, "scale: claims timed per case"),
     "rss_executions": (int, "scale: executions of the RSS run"),
     "rss_steps": (int, "scale: steps per execution of the RSS run"),
+    "primitive_repeats": (int, "timers: executions per primitive counted"),
+    "waiting": (int, "timers: executions parked during the waiting window"),
+    "wait_window": (float, "timers: seconds of the idle and the waiting windows"),
+    "sleepers_light": (int, "timers: executions sleeping a random 1-5 s, a light load"),
+    "sleepers": (int, "timers: executions sleeping a random 1-5 s, a heavy load"),
 }
 
 
@@ -59,11 +65,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="raftflow's benchmark: starts a local 3-node rqlite cluster, prints a "
         "table, writes JSON. See docs/performance.md.",
     )
-    p.add_argument("--mode", choices=("default", "scale", "cost"), default="default")
+    p.add_argument("--mode", choices=("default", "scale", "cost", "long"), default="default")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: finishes in seconds")
     for name, (kind, text) in _TUNABLES.items():
         flag = "--" + name.replace("_", "-")
         p.add_argument(flag, type=kind, default=None, help=f"{text} (default {getattr(d, name)})")
+    p.add_argument(
+        "--sizes",
+        default=None,
+        help="long: comma-separated N for embedded SQLite (default 500,1000,2000,4000,8000)",
+    )
+    p.add_argument(
+        "--rqlite-sizes",
+        default=None,
+        help="long: comma-separated N for rqlite (default 250,500,1000,2000; empty: none)",
+    )
     p.add_argument("--sync", action="store_true", help="sync workflow and steps (thread pool)")
     p.add_argument(
         "--worker-option",
@@ -91,7 +107,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.smoke:
         settings = settings.smoked()
     # Flags given on the command line win over the --smoke preset.
-    overrides = {name: getattr(args, name) for name in _TUNABLES if getattr(args, name) is not None}
+    overrides: dict[str, Any] = {
+        name: getattr(args, name) for name in _TUNABLES if getattr(args, name) is not None
+    }
+    if args.sizes is not None:
+        overrides["long_sizes"] = _sizes(args.sizes, "--sizes")
+    if args.rqlite_sizes is not None:
+        overrides["long_rqlite_sizes"] = _sizes(args.rqlite_sizes, "--rqlite-sizes")
     return replace(
         settings,
         **overrides,
@@ -100,6 +122,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
         worker_options=tuple(args.worker_option),
         json_path=args.json.resolve(),
     )
+
+
+def _sizes(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise SystemExit(f"{flag}: comma-separated integers, not {text!r}") from None
+    if any(n < 1 for n in sizes):
+        raise SystemExit(f"{flag}: every size must be >= 1, not {text!r}")
+    return sizes
 
 
 def machine() -> dict[str, Any]:
@@ -165,6 +197,10 @@ def run_default(ctx: Context) -> dict[str, Any]:
             from bench.turnaround import run_latency
 
             out["latency"] = run_latency(ctx, engine, out.get("raw"))
+        if "timers" in s.phases:
+            from bench.timers import run_timers
+
+            out["timers"] = run_timers(ctx, engine)
     finally:
         engine.close()
     if "naive" in s.phases:
@@ -191,11 +227,17 @@ def phase_count(settings: Settings) -> int:
         return 3 + len(sizes_of(settings.queued))
     if settings.mode == "cost":
         return 14
+    if settings.mode == "long":
+        from bench.long import phases
+
+        return 1 + phases(settings)
     count = 1 + (2 if "raw" in settings.phases else 0)
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
     count += 1 if "transactions" in settings.phases else 0
     count += 4 if "latency" in settings.phases else 0
+    if "timers" in settings.phases:
+        count += 3 + sum(1 for n in (settings.sleepers_light, settings.sleepers) if n > 0)
     return count + (1 if "naive" in settings.phases else 0)
 
 
@@ -227,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     from bench.cost import run_cost
 
                     results = run_cost(ctx)
+                elif settings.mode == "long":
+                    from bench.long import run_long
+
+                    results = run_long(ctx)
                 else:
                     results = run_default(ctx)
             finally:

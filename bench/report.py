@@ -351,9 +351,17 @@ def render(results: dict[str, Any]) -> str:
         return render_cost(results)
     if mode == "scale":
         return render_scale(results)
+    if mode == "long":
+        from bench.long import render as render_long
+
+        return render_long(results)
     text = render_default(results)
     if "latency" in results:
         from bench.turnaround import render as render_latency
 
         text += "\n" + render_latency(results["latency"])
+    if "timers" in results:
+        from bench.timers import render as render_timers
+
+        text += "\n" + render_timers(results["timers"])
     return text

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PHASES = ("raw", "raftflow", "e2e", "transactions", "latency", "naive")
+PHASES = ("raw", "raftflow", "e2e", "transactions", "latency", "naive", "timers")
 
 
 @dataclass(frozen=True)
 class Settings:
-    mode: str = "default"  # "default" or "scale"
+    mode: str = "default"  # "default", "scale", "cost" or "long"
     smoke: bool = False
     # The E x K workload, run by W worker processes of concurrency C (raftflow and naive).
     workers: int = 2
@@ -35,6 +35,15 @@ class Settings:
     naive_claim_samples: int = 20
     rss_executions: int = 1_000
     rss_steps: int = 100  # rss_executions x rss_steps steps for the RSS run
+    # timers phase: entries per primitive (repeats each), a waiting window, sleepers' wake-up
+    primitive_repeats: int = 10
+    waiting: int = 1_000  # executions parked during the waiting window
+    wait_window: float = 5.0
+    sleepers_light: int = 100  # executions sleeping a random 1-5 s, a light load
+    sleepers: int = 1_000  # ... and a heavy one
+    # --mode long: one execution of N steps per run, on embedded SQLite and on rqlite
+    long_sizes: tuple[int, ...] = (500, 1_000, 2_000, 4_000, 8_000)
+    long_rqlite_sizes: tuple[int, ...] = (250, 500, 1_000, 2_000)
     # Where the JSON goes; how long any phase may take.
     json_path: Path = field(default=RESULTS / "latest.json")
     phase_timeout: float = 900.0
@@ -59,6 +68,13 @@ class Settings:
             naive_claim_samples=5,
             rss_executions=40,
             rss_steps=25,
+            primitive_repeats=1,
+            waiting=10,
+            wait_window=1.0,
+            sleepers_light=0,  # skipped
+            sleepers=10,
+            long_sizes=(20, 60),
+            long_rqlite_sizes=(20, 40),
             phase_timeout=120.0,
         )
 
@@ -67,4 +83,6 @@ class Settings:
         data["json_path"] = str(self.json_path)
         data["phases"] = list(self.phases)
         data["worker_options"] = list(self.worker_options)
+        data["long_sizes"] = list(self.long_sizes)
+        data["long_rqlite_sizes"] = list(self.long_rqlite_sizes)
         return data

@@ -263,6 +263,10 @@ class Options:
 
 
 class Scenario:
+    #: the app the worker processes run, and the engine the test drives it with
+    app = APP
+    client: Any = ordering.engine
+
     def __init__(
         self,
         name: str,
@@ -292,6 +296,7 @@ class Scenario:
         self.began = 0.0
         self.completed_at: float | None = None
         self.rng = random.Random()
+        self.extra: dict[str, Any] = {}  # more figures for the report
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -301,7 +306,7 @@ class Scenario:
             self.spawn(wait=False)
         for worker in self.workers:
             self.wait_started(worker)
-        ordering.engine.connect(self.producer_url, **self.options.client_options)
+        self.client.connect(self.producer_url, **self.options.client_options)
         self.began = time.monotonic()
         self.producer.start()
         self.monitor.start()
@@ -324,7 +329,7 @@ class Scenario:
                 worker.process.process.wait(max(0.1, deadline - time.monotonic()))
         for worker in self.workers:
             worker.process.stop(timeout=5)  # kills what is still running, closes its log
-        ordering.engine.close()
+        self.client.close()
         self.db.close()
 
     def __enter__(self) -> Scenario:
@@ -345,7 +350,7 @@ class Scenario:
         url = self.worker_url(n)
         o = self.options
         process = WorkerProcess(
-            APP,
+            self.app,
             url,
             self.log_dir / f"worker-{n}.log",
             concurrency=o.concurrency,
@@ -668,6 +673,7 @@ class Scenario:
             "workers_started": len(self.workers),
             "start_retries": self.producer.retries,
             "lost": 0,  # check() passed: every execution finished correctly
+            **self.extra,
         }
         print("\n" + summary_line(figures), flush=True)
         append_figures(self.figures, figures)

@@ -29,6 +29,7 @@ def run_bench(tmp_path: Path, *args: str, timeout: float = 300) -> dict[str, Any
     )
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-4000:]
     assert "JSON: " in process.stdout
+    (tmp_path / "stdout.txt").write_text(process.stdout)
     data: dict[str, Any] = json.loads(out.read_text())
     assert data["meta"]["settings"]["smoke"] is True
     assert data["meta"]["machine"]["cores"] >= 1
@@ -100,6 +101,52 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
         "exactly_once": True,
     }
     positive(data, "ratios", "transaction_steps_per_plain_step")
+
+    timers = data["timers"]
+    cases = timers["primitives"]["cases"]
+    for case in cases:
+        positive(data, "timers", "primitives", "cases", case, "entries_per_execution")
+    assert len(cases) == 8
+    # Each primitive costs entries of its own on top of the 1-step baseline.
+    for case in ("sleep 2s", "recv+send", "child", "cancel", "retry 2s"):
+        assert cases[case]["extra"] > 0, (case, cases[case])
+    waiting = timers["waiting"]
+    wakes = waiting["wakes"]
+    sizes = [n for n in (settings["sleepers_light"], settings["sleepers"]) if n]
+    assert [w["sleepers"] for w in wakes] == sizes and sizes
+    for wake in wakes:
+        assert wake["woke"] == wake["sleepers"] and wake["early"] == 0, wake
+        assert wake["lateness"]["p50_ms"] > 0, wake
+    assert waiting["cancelled"] == settings["waiting"] // 2
+    assert waiting["received"] == settings["waiting"] - settings["waiting"] // 2
+
+
+def test_long_smoke_reports_per_step_cost(tmp_path: Path, rqlited_path: Path) -> None:
+    data = run_bench(tmp_path, "--mode", "long")
+    settings = data["meta"]["settings"]
+    rows = data["long"]["rows"]
+    expected = [("sqlite", n) for n in settings["long_sizes"]] + [
+        ("rqlite", n) for n in settings["long_rqlite_sizes"]
+    ]
+    for sticky in (256, 0):
+        got = [(r["backend"], r["n"]) for r in rows if r["sticky_cache"] == sticky]
+        assert sorted(got) == sorted(expected)
+    for row in rows:
+        assert row["steps"] == row["n"] and row["per_step_ms"] > 0, row
+        assert row["first_window_ms"] > 0 and row["last_window_ms"] > 0, row
+        if row["sticky_cache"] == 0:  # every claim replays, reading the history so far
+            assert row["resumed"] == 0, row
+            assert row["history_rows_read"] >= row["n"] // 2, row
+        else:  # every claim after the first resumes the kept run: no history read
+            assert row["resumed"] == row["claims"] - 1, row
+            assert row["history_rows_read"] == 0, row
+        if row["backend"] == "rqlite":
+            assert row["raft_per_step"] > 0, row
+    assert "ms/step at N=" in data_text(tmp_path)
+
+
+def data_text(tmp_path: Path) -> str:
+    return (tmp_path / "stdout.txt").read_text()
 
 
 @pytest.mark.slow
