@@ -33,6 +33,7 @@ from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
 from raftflow.engine.presence import Presence
+from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
 from raftflow.transports.errors import (
@@ -76,6 +77,7 @@ class Session:
         self.tasks: set[asyncio.Task[None]] = set()
         self.committer = Committer(backend, self.options, self.stats, self.hooks)
         self.presence = Presence(self)
+        self.schedules = ScheduleFlows(backend.queue.clock)
         #: Suspended runs kept for their next turn (sticky continuation), by execution id.
         self.continuations: OrderedDict[str, Activation] = OrderedDict()
         self._runs: set[asyncio.Task[None]] = set()  # async runs (they outlive a turn)
@@ -160,6 +162,7 @@ class Session:
         committer = asyncio.create_task(self.committer.run(), name="raftflow-committer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
         presence = asyncio.create_task(self.presence.run(), name="raftflow-presence")
+        schedules = asyncio.create_task(self._ensure_schedules(), name="raftflow-schedules")
         log.info("worker %s started (concurrency %d)", worker_id, options.concurrency)
         try:
             await self.backend.run(self.backend.queue.clock.now())  # sync the clock first
@@ -173,9 +176,9 @@ class Session:
                 self.worker.engine.local.remove(self)
             await self._drain()
         finally:
-            for task in (committer, heartbeat, presence):
+            for task in (committer, heartbeat, presence, schedules):
                 task.cancel()
-            await asyncio.gather(committer, heartbeat, presence, return_exceptions=True)
+            await asyncio.gather(committer, heartbeat, presence, schedules, return_exceptions=True)
             await self.presence.leave()
             self.hooks.worker_stopped(self.worker)
             for activation in self.continuations.values():
@@ -250,6 +253,9 @@ class Session:
     async def _handle(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
         """One claimed event, between the turn hooks (this task is the turn's)."""
         record = claimed.execution
+        if record is None and is_engine_group(claimed.lease.group_id):
+            await self._fire_schedule(claimed.lease)
+            return
         if record is None or record.status.is_final:
             await self._handle_event(pool, claimed)
             return
@@ -314,6 +320,58 @@ class Session:
             raise
         except Exception as exc:
             log.exception("execution %s: the worker failed to run it", lease.group_id)
+            await self._hand_back(lease, exc)
+
+    # -- schedules (engine/schedules.py) ---------------------------------------------------
+
+    async def _ensure_schedules(self) -> None:
+        """Make sure the schedules this engine registers have their message (retried until
+        it works: a worker may start before its cluster has a leader)."""
+        schedules = list(self.worker.engine.schedules.values())
+        while schedules:
+            try:
+                await self.backend.run(self.schedules.ensure(schedules))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("worker %s: schedules not ensured yet: %s", self.worker_id, exc)
+                await asyncio.sleep(self.options.retry_delay)
+
+    async def _fire_schedule(self, lease: Lease) -> None:
+        """A schedule's message came due: start its due times' executions and park it until
+        its next time, in one fenced statement."""
+        try:
+            event = parse_schedule_event(lease.event)
+            schedule = None if event is None else self.worker.engine.schedules.get(event.workflow)
+            definition = (
+                None if schedule is None else self.registry.workflows.get(schedule.workflow)
+            )
+            if event is None or schedule is None or definition is None:
+                log.error(
+                    "schedule %s is not registered here; parked for %gs",
+                    lease.group_id,
+                    self.options.park_unknown,
+                )
+                await self.backend.run(
+                    self.backend.flows.release([lease], self.options.park_unknown)
+                )
+                return
+            outcome = await self.backend.run(
+                self.schedules.fire(lease, schedule, definition, event.at)
+            )
+            if outcome.skipped:
+                log.warning(
+                    "schedule %s: missed times older than the last %d were skipped (catch_up)",
+                    schedule.workflow,
+                    schedule.catch_up,
+                )
+            if outcome.applied:
+                log.info("schedule %s started %s", schedule.workflow, ", ".join(outcome.started))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("schedule %s: the worker failed to fire it", lease.group_id)
             await self._hand_back(lease, exc)
 
     async def _turn(self, activation: Activation) -> None:
