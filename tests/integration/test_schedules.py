@@ -5,6 +5,7 @@ skipped beyond ``catch_up``)."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,8 +30,8 @@ def fire_times(engine: Engine, workflow: str) -> list[float]:
 
 
 def assert_every_second(times: list[float]) -> None:
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    missed = [(a, b) for a, b in zip(times, times[1:]) if b - a != 1.0]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    missed = [(a, b) for a, b in itertools.pairwise(times) if b - a != 1.0]
     assert not missed, f"fire times missed or doubled: {missed} (gaps {sorted(set(gaps))})"
 
 
