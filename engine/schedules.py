@@ -130,7 +130,8 @@ class Schedule:
         return float(self._iter(math.floor(now)).get_next(float))
 
     def next_times(self, after: float, count: int) -> list[float]:
-        it = self._iter(math.floor(after) - 1)
+        """The ``count`` fire times strictly after ``after``."""
+        it = self._iter(math.floor(after))
         return [float(it.get_next(float)) for _ in range(count)]
 
     def due(self, since: float, now: float) -> tuple[list[float], bool]:

@@ -80,3 +80,57 @@ def test_each_fire_time_runs_once_through_worker_kills_a_leader_kill_and_downtim
         assert engine.get(f"tick@{first}").result(timeout=5) == first
     finally:
         engine.close()
+
+
+def test_missed_times_beyond_catch_up_are_skipped_and_the_cli_lists_schedules(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = Engine.from_url(cluster.url)
+
+    @engine.scheduled("* * * * * *", catch_up=2)
+    def catching_up(at: datetime) -> str:
+        return at.isoformat()
+
+    try:
+        with engine.running_worker(concurrency=2):
+            wait_until(lambda: len(fire_times(engine, "catching_up")) >= 2, timeout=20)
+        before = fire_times(engine, "catching_up")
+        time.sleep(5.5)  # about five fire times pass with no worker
+        with engine.running_worker(concurrency=2):
+            wait_until(
+                lambda: len(fire_times(engine, "catching_up")) >= len(before) + 4, timeout=20
+            )
+        times = fire_times(engine, "catching_up")
+        gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a != 1.0]
+        assert len(gaps) == 1, times  # one hole: the missed times beyond catch_up
+        hole_end = times.index(gaps[0][1])
+        assert gaps[0][1] - gaps[0][0] >= 2.0
+        # The recovery's one fire started the latest due time and the 2 before it together.
+        records = {
+            datetime.fromisoformat(r.id.split("@", 1)[1]).timestamp(): r
+            for r in engine.store.list(limit=10_000)
+            if r.workflow == "catching_up"
+        }
+        recovered = [records[t].created_at for t in times[hole_end : hole_end + 3]]
+        assert len(set(recovered)) == 1, recovered
+
+        # raftflow schedules: the table, --json with the next times, --remove.
+        from raftflow.engine.cli import main
+
+        assert main(["schedules", "--url", cluster.url]) == 0
+        out = capsys.readouterr().out
+        assert "catching_up" in out and "* * * * * *" in out and "parked" in out
+        assert main(["schedules", "--url", cluster.url, "--json", "--next", "4"]) == 0
+        import json
+
+        (listed,) = json.loads(capsys.readouterr().out)
+        assert listed["workflow"] == "catching_up" and listed["catch_up"] == 2
+        nexts = [datetime.fromisoformat(t).timestamp() for t in listed["next"]]
+        assert len(nexts) == 4 and all(b - a == 1.0 for a, b in itertools.pairwise(nexts))
+        assert listed["last_execution"] == f"catching_up@{records[times[-1]].id.split('@')[1]}"
+        assert main(["schedules", "--url", cluster.url, "--remove", "catching_up"]) == 0
+        assert engine.list_schedules() == []
+        assert main(["schedules", "--url", cluster.url, "--remove", "catching_up"]) == 1
+    finally:
+        engine.remove_schedule("catching_up")
+        engine.close()

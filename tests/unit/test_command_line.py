@@ -36,6 +36,7 @@ CONNECTING = [
     "send",
     "queue",
     "workers",
+    "schedules",
     "ui",
     "worker",
     "migrate",

@@ -1,0 +1,90 @@
+"""Cron schedules without a server: the spec's validation at decoration time, the fire
+times (due, catch-up, next) and the ids, and the reserved group prefix."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from raftflow.engine import Engine
+from raftflow.engine.errors import ConfigurationError
+from raftflow.engine.schedules import Schedule, parse_schedule_event
+from raftflow.transports.errors import InvalidArgumentError
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "catch_up"),
+    [
+        ("not a cron", "UTC", 1),
+        ("* * * *", "UTC", 1),
+        ("* * * * * * *", "UTC", 1),
+        ("61 * * * *", "UTC", 1),
+        (5, "UTC", 1),
+        ("* * * * *", "Mars/Olympus", 1),
+        ("* * * * *", "", 1),
+        ("* * * * *", "UTC", -1),
+        ("* * * * *", "UTC", True),
+        ("* * * * *", "UTC", 10_000),
+    ],
+)
+def test_a_bad_spec_fails_at_decoration(cron: object, zone: object, catch_up: object) -> None:
+    engine = Engine(url="sqlite://")
+    with pytest.raises(InvalidArgumentError):
+        engine.scheduled(cron, timezone=zone, catch_up=catch_up)  # type: ignore[arg-type]
+
+
+def test_the_workflow_must_take_the_scheduled_time() -> None:
+    engine = Engine(url="sqlite://")
+    with pytest.raises(ConfigurationError, match="datetime"):
+
+        @engine.scheduled("*/5 * * * *")
+        def wrong(count: int) -> None: ...
+
+    @engine.scheduled("*/5 * * * *", timezone="Europe/Paris", catch_up=0)
+    def report(at: datetime) -> None: ...
+
+    assert engine.schedules["report"] == Schedule("report", "*/5 * * * *", "Europe/Paris", 0)
+    assert "report" in engine.registry.workflows  # registered as a workflow too
+
+
+def test_due_times_the_latest_and_up_to_catch_up_missed_ones() -> None:
+    every_minute = Schedule("job", "* * * * *", catch_up=2)
+    assert every_minute.due(T0, T0 + 0.4) == ([T0], False)  # on time
+    assert every_minute.due(T0, T0 - 0.5) == ([], False)  # early: nothing yet
+    assert every_minute.due(T0, T0 + 130) == ([T0, T0 + 60, T0 + 120], False)
+    # Down for ten minutes: the latest and 2 before it; the older ones are skipped.
+    assert every_minute.due(T0, T0 + 600) == ([T0 + 480, T0 + 540, T0 + 600], True)
+    assert Schedule("job", "* * * * *", catch_up=0).due(T0, T0 + 600) == ([T0 + 600], True)
+    assert every_minute.next_after(T0) == T0 + 60
+    assert every_minute.next_after(T0 + 59.9) == T0 + 60
+    assert every_minute.next_times(T0, 2) == [T0 + 60, T0 + 120]
+    seconds = Schedule("job", "*/10 * * * * *")  # six fields: seconds first
+    assert seconds.next_after(T0 + 1) == T0 + 10
+
+
+def test_ids_and_inputs_are_the_time_in_the_schedule_zone() -> None:
+    paris = Schedule("report", "0 9 * * *", timezone="Europe/Paris")
+    at = paris.next_after(T0)  # 09:00 in Paris, 08:00 UTC in March
+    assert paris.execution_id(at) == "report@2026-03-02T09:00:00+01:00"
+    assert paris.when(at).hour == 9
+    # Across the spring DST change the wall-clock time stays 09:00 (now +02:00).
+    later = paris.next_after(datetime(2026, 3, 30, tzinfo=timezone.utc).timestamp())
+    assert paris.execution_id(later) == "report@2026-03-30T09:00:00+02:00"
+    event = parse_schedule_event(paris.event(at))
+    assert event is not None and event.at == at and event.cron == "0 9 * * *"
+    assert parse_schedule_event({"kind": "run"}) is None
+
+
+def test_engine_group_ids_are_reserved(tmp_path: Path) -> None:
+    engine = Engine(url=f"sqlite:///{tmp_path}/app.db")
+
+    @engine.workflow
+    def plain(x: int) -> int:
+        return x
+
+    with pytest.raises(InvalidArgumentError, match="reserved"):
+        engine.start(plain, 1, execution_id="raftflow:schedule:plain")
+    engine.close()
