@@ -11,6 +11,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
+from datetime import timedelta
 from typing import Any, TypeVar, overload
 
 from raftflow.engine import primitives
@@ -28,6 +29,7 @@ from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import HookChain, Hooks
 from raftflow.engine.local import LocalWorkers
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
+from raftflow.engine.retention import DEFAULT_RETENTION, check_retention
 from raftflow.engine.retry import Retry
 from raftflow.engine.schedules import (
     DEFAULT_CATCH_UP,
@@ -63,7 +65,9 @@ class Engine(DurableCalls):
     worker can still point it elsewhere (``engine.connect(url)``). ``max_payload_bytes``
     bounds every JSON payload it stores: inputs, step results, outputs; ``max_history``
     the calls one run of a workflow may record (a warning is logged at 80%, and the call
-    past the limit raises :class:`HistoryLimitError`).
+    past the limit raises :class:`HistoryLimitError`); ``retention`` how long finished
+    executions are kept before the workers delete them (None: for ever; see
+    :mod:`raftflow.engine.retention`).
 
     On connect the database's schema version is checked: an empty database is initialized,
     an older one is migrated only with ``auto_migrate`` (default: yes for SQLite, no for
@@ -77,6 +81,7 @@ class Engine(DurableCalls):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         auto_migrate: bool | None = None,
         max_history: int = DEFAULT_MAX_HISTORY,
+        retention: timedelta | None = DEFAULT_RETENTION,
         **options: Any,
     ) -> None:
         if (
@@ -91,6 +96,8 @@ class Engine(DurableCalls):
             raise ConfigurationError("max_history must be a positive int")
         #: Calls one run of a workflow may record (warned at 80%): see continue_as_new.
         self.max_history = max_history
+        #: Finished executions older than this are deleted by the workers (None: never).
+        self.retention = check_retention(retention)
         self.hooks: list[Hooks] = []
         #: Cron schedules by workflow name (@engine.scheduled); fired by the workers.
         self.schedules: dict[str, Schedule] = {}
@@ -109,12 +116,17 @@ class Engine(DurableCalls):
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         auto_migrate: bool | None = None,
+        retention: timedelta | None = DEFAULT_RETENTION,
         **options: Any,
     ) -> Engine:
         """An engine connected now to ``url``; ``options`` go to the rqlite connection
         (``verify``, ``timeout``, ``retry_timeout``, ``connect_timeout``, ``http``)."""
         engine = cls(
-            url=url, max_payload_bytes=max_payload_bytes, auto_migrate=auto_migrate, **options
+            url=url,
+            max_payload_bytes=max_payload_bytes,
+            auto_migrate=auto_migrate,
+            retention=retention,
+            **options,
         )
         _ = engine.backend
         return engine

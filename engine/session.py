@@ -33,6 +33,7 @@ from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
 from raftflow.engine.presence import Presence
+from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
@@ -78,6 +79,8 @@ class Session:
         self.committer = Committer(backend, self.options, self.stats, self.hooks)
         self.presence = Presence(self)
         self.schedules = ScheduleFlows(backend.queue.clock)
+        keep = worker.engine.retention
+        self.retention = None if keep is None else Retention(self, keep)
         #: Suspended runs kept for their next turn (sticky continuation), by execution id.
         self.continuations: OrderedDict[str, Activation] = OrderedDict()
         self._runs: set[asyncio.Task[None]] = set()  # async runs (they outlive a turn)
@@ -163,6 +166,10 @@ class Session:
         heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
         presence = asyncio.create_task(self.presence.run(), name="raftflow-presence")
         schedules = asyncio.create_task(self._ensure_schedules(), name="raftflow-schedules")
+        retention = asyncio.create_task(
+            self.retention.run() if self.retention is not None else asyncio.sleep(0),
+            name="raftflow-retention",
+        )
         log.info("worker %s started (concurrency %d)", worker_id, options.concurrency)
         try:
             await self.backend.run(self.backend.queue.clock.now())  # sync the clock first
@@ -176,9 +183,10 @@ class Session:
                 self.worker.engine.local.remove(self)
             await self._drain()
         finally:
-            for task in (committer, heartbeat, presence, schedules):
+            background = (committer, heartbeat, presence, schedules, retention)
+            for task in background:
                 task.cancel()
-            await asyncio.gather(committer, heartbeat, presence, schedules, return_exceptions=True)
+            await asyncio.gather(*background, return_exceptions=True)
             await self.presence.leave()
             self.hooks.worker_stopped(self.worker)
             for activation in self.continuations.values():

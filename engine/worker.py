@@ -51,9 +51,20 @@ class WorkerOptions:
     # Runs kept suspended between turns (a claim that finds nothing changed resumes one
     # without reading or replaying its history); least recently used out. 0: none.
     sticky_cache: int = 256
+    # Retention (engine/retention.py): executions deleted per request, and the least pause
+    # between two requests (at least as long as the last one took).
+    retention_batch: int = 500
+    retention_pause: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "steps_per_turn", "max_batch", "max_inflight", "sticky_cache"):
+        for name in (
+            "concurrency",
+            "steps_per_turn",
+            "max_batch",
+            "max_inflight",
+            "sticky_cache",
+            "retention_batch",
+        ):
             value = getattr(self, name)
             least = 0 if name == "sticky_cache" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -65,6 +76,7 @@ class WorkerOptions:
             "drain_timeout",
             "park_unknown",
             "retry_delay",
+            "retention_pause",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from raftflow.engine.schedules import SQL as SCHEDULES
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.inspect import OPS
 from raftflow.transports.catalogue import Catalogue
@@ -76,6 +77,19 @@ HOT_PATH = [
     (OPS, "take_duty"),
     (OPS, "duty_holder"),
     (OPS, "drop_duty"),
+    # Cron schedules and retention (stores/schedules.sql).
+    (SCHEDULES, "ensure"),
+    (SCHEDULES, "respec"),
+    (SCHEDULES, "fire"),
+    (SCHEDULES, "fired"),
+    (SCHEDULES, "list"),
+    (SCHEDULES, "remove"),
+    (SCHEDULES, "expired_any"),
+    (SCHEDULES, "delete_steps"),
+    (SCHEDULES, "delete_signals"),
+    (SCHEDULES, "delete_events"),
+    (SCHEDULES, "delete_messages"),
+    (SCHEDULES, "delete_executions"),
 ]
 PARAMS = {
     "token": "t",
@@ -116,6 +130,13 @@ PARAMS = {
     "started_at": 0.0,
     "steps": 0,
     "running": 0,
+    "at": 1.0,
+    "cron": "* * * * *",
+    "timezone": "UTC",
+    "catch_up": 1,
+    "starts": "[]",
+    "next_at": 2.0,
+    "batch": 100,
     **dict.fromkeys(
         [
             "parent_id",
