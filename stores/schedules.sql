@@ -51,9 +51,10 @@ DELETE FROM messages WHERE group_id = :group_id;
 
 -- name: fragment.expired
 -- A batch of finished executions (archived runs of continue_as_new included) that ended
--- before :cutoff, oldest first, on the `executions_finished` index.
+-- before :cutoff, oldest first, on the `executions_finished` index (`+status`: left to
+-- itself SQLite takes the status index and sorts every finished execution, 100 ms at 100k).
 SELECT id FROM executions
-WHERE completed_at < :cutoff AND status IN ('succeeded', 'failed', 'cancelled', 'continued')
+WHERE completed_at < :cutoff AND +status IN ('succeeded', 'failed', 'cancelled', 'continued')
 ORDER BY completed_at LIMIT :batch
 
 -- name: expired_any

@@ -196,3 +196,11 @@ def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:
     leases = "\n".join(row[3] for row in db.execute(OPS.explain("leases").sql, PARAMS))
     assert leases.count("messages_by_token (locked_by<?)") == 1
     assert leases.count("messages_by_token (locked_by>?)") == 1
+
+
+def test_retention_walks_the_finished_index(db: sqlite3.Connection) -> None:
+    """Not the status index: that one sorts every finished execution for each batch."""
+    for name in ("expired_any", "delete_steps", "delete_executions"):
+        plan = " ".join(row[3] for row in db.execute(SCHEDULES.explain(name).sql, PARAMS))
+        assert "USING INDEX executions_finished" in plan, (name, plan)
+        assert "TEMP B-TREE" not in plan, (name, plan)
