@@ -78,3 +78,11 @@ DELETE FROM messages WHERE group_id IN ({{fragment.expired}})
 -- name: delete_executions
 -- Last: the statements above select the same batch, since they leave these rows alone.
 DELETE FROM executions WHERE id IN ({{fragment.expired}});
+
+-- ---------------------------------------------------------------- engine.testing
+
+-- name: testing_state
+-- The test environment's idle check: leases held, and the earliest parked deadline.
+SELECT (SELECT COUNT(*) FROM messages
+        WHERE locked_by IS NOT NULL AND locked_by <> '__parked__') AS leased,
+       (SELECT MIN(lock_expiry) FROM messages WHERE locked_by = '__parked__') AS next_at;
