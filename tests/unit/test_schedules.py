@@ -88,3 +88,23 @@ def test_engine_group_ids_are_reserved(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="reserved"):
         engine.start(plain, 1, execution_id="raftflow:schedule:plain")
     engine.close()
+
+
+def test_a_schedule_claimed_early_fires_nothing_and_waits_for_the_same_time() -> None:
+    """A claim a little before the parked time (the claimer's clock estimate ran ahead)
+    starts nothing and parks the schedule for that same time, not the one after it."""
+    from raftflow.engine.registry import WorkflowDef
+    from raftflow.engine.schedules import ScheduleFlows
+    from raftflow.transports.base import Lease
+    from raftflow.transports.clock import LocalClock
+
+    def job(at: datetime) -> None: ...
+
+    schedule = Schedule("job", "* * * * *")
+    flows = ScheduleFlows(LocalClock(time_source=lambda: T0 - 0.3))
+    lease = Lease(seq=1, group_id=schedule.group_id, event={}, token="t", expires_at=T0 + 30)
+    flow = flows.fire(lease, schedule, WorkflowDef.of(job, None), T0)
+    request = next(flow)
+    params = request.statements[0].params
+    assert isinstance(params, dict)
+    assert params["starts"] == "[]" and params["next_at"] == T0
