@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftflow.engine.errors import ConfigurationError, ResultTimeoutError
-from raftflow.engine.schedules import SQL
+from raftflow.engine.schedules import SQL, ScheduleFlows
 from raftflow.transports.flow import Flow, Request
 
 if TYPE_CHECKING:
@@ -137,6 +137,9 @@ class WorkflowTestEnvironment:
                 self.engine.schedules = kept
 
             stack.callback(restore_schedules)
+        else:  # made now, not by the worker's background task: env.advance() sees them
+            schedules = list(self.engine.schedules.values())
+            self.engine.backend.run(ScheduleFlows(self.clock).ensure(schedules))
         stack.enter_context(self.engine.running_worker(**self._worker_options))
         return self
 

@@ -108,3 +108,40 @@ def test_a_schedule_claimed_early_fires_nothing_and_waits_for_the_same_time() ->
     params = request.statements[0].params
     assert isinstance(params, dict)
     assert params["starts"] == "[]" and params["next_at"] == T0
+
+
+def test_a_changed_expression_reparks_the_schedule(tmp_path: Path) -> None:
+    from raftflow.engine.testing import EPOCH, WorkflowTestEnvironment
+
+    path = tmp_path / "app.db"
+    old, new = Engine(), Engine()
+
+    @old.scheduled("0 0 1 1 *")
+    def report(at: datetime) -> None: ...
+
+    with WorkflowTestEnvironment(old, schedules=True, path=path) as env:
+        env.settle()
+        (info,) = old.list_schedules()
+        assert info.cron == "0 0 1 1 *" and info.next_at == EPOCH.timestamp() + 365 * 86400
+
+    @new.scheduled("0 * * * *", catch_up=1)  # the next release: hourly
+    def report(at: datetime) -> None:  # noqa: F811
+        ...
+
+    with WorkflowTestEnvironment(new, schedules=True, path=path) as env:
+        env.settle()
+        (info,) = new.list_schedules()
+        assert (info.cron, info.catch_up) == ("0 * * * *", 1)
+        assert info.next_at == EPOCH.timestamp() + 3600
+        env.advance(3600)
+        assert [r.id for r in new.list()] == ["report@2030-01-01T01:00:00+00:00"]
+
+
+def test_retention_must_be_a_positive_timedelta() -> None:
+    from datetime import timedelta
+
+    assert Engine(retention=None).retention is None
+    assert Engine().retention == timedelta(days=30)
+    for bad in (timedelta(0), timedelta(days=-1), 30):
+        with pytest.raises(ConfigurationError, match="retention"):
+            Engine(retention=bad)  # type: ignore[arg-type]
