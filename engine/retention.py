@@ -8,8 +8,8 @@ that have not finished are never touched, however old.
 One worker at a time does it: the *retention duty*, a lease carried by the presence beats
 (:mod:`raftflow.engine.presence`), so N workers cost no more than one. The holder deletes
 in small batches (``WorkerOptions(retention_batch=500)`` executions per request, one
-transaction), and only in its idle time: it pauses after each batch at least as long as
-the batch took (so the deletes take at most half the leader's time), and skips a batch
+transaction), and only in its idle time: it pauses after each batch three times as long
+as the batch took (so the deletes take at most a quarter of the leader's time), and skips a batch
 while more than half of its slots run executions. When nothing is left to delete it checks
 again at its next beat, with a ``weak`` read (no Raft entry).
 
@@ -36,6 +36,9 @@ log = logging.getLogger("raftflow.worker")
 
 #: How long finished executions are kept by default.
 DEFAULT_RETENTION = timedelta(days=30)
+#: After each batch the holder pauses at least this many times as long as the batch took:
+#: the deletes take at most a quarter of the leader's time (and of each replica's).
+PAUSE_FACTOR = 3.0
 #: The duty (:mod:`raftflow.engine.presence`) whose holder deletes expired executions.
 RETENTION_DUTY = "retention"
 
@@ -123,7 +126,7 @@ class Retention:
                         log.info("retention: deleted %d finished executions", deleted)
                     if deleted < options.retention_batch:
                         break
-                    await asyncio.sleep(max(options.retention_pause, took))
+                    await asyncio.sleep(max(options.retention_pause, PAUSE_FACTOR * took))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the next beat tries again
