@@ -145,3 +145,36 @@ def test_retention_must_be_a_positive_timedelta() -> None:
     for bad in (timedelta(0), timedelta(days=-1), 30):
         with pytest.raises(ConfigurationError, match="retention"):
             Engine(retention=bad)  # type: ignore[arg-type]
+
+
+def test_a_worker_whose_lease_lapsed_cannot_fire_again(tmp_path: Path) -> None:
+    """Two workers claim the schedule in turn (the first one's lease lapsed): the second
+    fires the time; the first one's late fire is refused whole -- it starts nothing and
+    does not re-park the schedule."""
+    from raftflow.engine.schedules import ScheduleFlows
+    from raftflow.engine.testing import VirtualClock
+
+    clock = VirtualClock(T0 - 10)
+    engine = Engine.from_url(f"sqlite:///{tmp_path}/app.db", clock=clock)
+
+    @engine.scheduled("* * * * *")
+    def job(at: datetime) -> None: ...
+
+    backend = engine.backend
+    flows = ScheduleFlows(clock)
+    schedule, definition = engine.schedules["job"], engine.registry.workflows["job"]
+    backend.run(flows.ensure([schedule]))
+    clock.set(T0 + 1)
+    (first,) = backend.run(backend.flows.claim("a", 5.0, 1, 0))
+    clock.set(T0 + 10)  # a's lease lapsed; b claims the same message
+    (second,) = backend.run(backend.flows.claim("b", 5.0, 1, 0))
+    assert first.lease.seq == second.lease.seq and first.lease.token != second.lease.token
+    outcome = backend.run(flows.fire(second.lease, schedule, definition, T0))
+    assert outcome.applied and outcome.started == [schedule.execution_id(T0)]
+    clock.set(T0 + 61)  # a wakes up after the next time came due
+    late = backend.run(flows.fire(first.lease, schedule, definition, T0))
+    assert not late.applied
+    assert [r.id for r in engine.list()] == ["job@2026-03-01T12:00:00+00:00"]
+    (info,) = engine.list_schedules()
+    assert info.next_at == T0 + 60 and not info.firing
+    engine.close()
