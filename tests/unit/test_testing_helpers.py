@@ -102,14 +102,14 @@ def test_cron_ticks_fire_once_each_as_time_advances() -> None:
         assert [r for r in engine.list() if r.workflow == "hourly"] == []
     with WorkflowTestEnvironment(engine, schedules=True) as env:
         env.advance(3 * 3600 + 60)
-        ids = sorted(r.id for r in engine.list() if r.workflow == "hourly")
+        ids = sorted(r.id for r in engine.list(limit=1000) if r.workflow == "hourly")
         assert ids == [
             "hourly@2030-01-01T01:00:00+00:00",
             "hourly@2030-01-01T02:00:00+00:00",
             "hourly@2030-01-01T03:00:00+00:00",
         ]
         assert engine.get(ids[0]).result(timeout=5) == "2030-01-01T01:00:00+00:00"
-        (info,) = engine.list_schedules()
+        (info,) = [i for i in engine.list_schedules() if i.workflow == "hourly"]
         assert info.next_at == (EPOCH + timedelta(hours=4)).timestamp()
 
 
@@ -121,3 +121,47 @@ def test_virtual_clock() -> None:
     assert clock.current() == EPOCH
     with pytest.raises(Exception, match="never goes back"):
         clock.advance(-1)
+
+
+other = Engine()  # its own schedules: they do not tick in the tests above
+
+
+@other.step
+async def send_mail_async(text: str) -> str:
+    return f"sent: {text}"
+
+
+@other.scheduled("*/30 * * * * *")
+async def half_minutely(at: datetime) -> str:
+    return await send_mail_async(at.isoformat())
+
+
+def test_an_async_scheduled_workflow_ticks_in_virtual_time() -> None:
+    with WorkflowTestEnvironment(other, schedules=True) as env:
+        env.advance(90)
+        done = sorted((r.id, r.output) for r in other.list())
+        assert done[0][1] == "sent: 2030-01-01T00:00:30+00:00"
+        assert [i for i, _ in done] == [
+            "half_minutely@2030-01-01T00:00:30+00:00",
+            "half_minutely@2030-01-01T00:01:00+00:00",
+            "half_minutely@2030-01-01T00:01:30+00:00",
+        ]
+
+
+def test_retention_deletes_what_finished_before_the_period_and_nothing_else() -> None:
+    from raftflow.engine.retention import RetentionFlows
+
+    with WorkflowTestEnvironment(engine) as env:
+        env.override(charge, result="ok")
+        finished = engine.start(pay, 1)
+        assert env.result(finished) == "ok"
+        asleep = engine.start(trial, "zed")  # sleeps 14 days: unfinished all along
+        env.advance(10 * 86400)
+        flows = RetentionFlows(env.clock)
+        keep = 7 * 86400.0
+        assert engine.backend.run(flows.due(keep))
+        assert engine.backend.run(flows.delete_batch(keep, 100)) == 1
+        assert not engine.backend.run(flows.due(keep))
+        assert [r.id for r in engine.list()] == [asleep.id]
+        assert engine.store.steps(finished.id) == []
+        assert env.result(asleep) == "sent: your trial ends, zed"
