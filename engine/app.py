@@ -266,8 +266,8 @@ class Engine(DurableCalls):
 
     def remove_schedule(self, workflow: Any) -> bool:
         """Delete a workflow's schedule from the database (a workflow function or its
-        name); False if it had none. Workers that still register it make it again when
-        they start: remove ``@engine.scheduled`` from the code first."""
+        name); False if it had none. Workers that still register it make it again within
+        10 s: remove ``@engine.scheduled`` from the code first."""
         name = workflow if isinstance(workflow, str) else self.registry.workflow(workflow).name
         return self.backend.run(ScheduleFlows(self.backend.queue.clock).remove(name))
 

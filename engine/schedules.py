@@ -15,7 +15,11 @@ recent first); older missed times are skipped and logged. The times come from th
 cluster's clock (:mod:`raftflow.transports.clock`), the cron arithmetic from ``croniter``.
 
 Costs, per schedule: 0 Raft entries while waiting; 2 per fire time (the claim, the fire);
-1 per worker start (``ensure``: the message is inserted if missing).
+1 per worker start (``ensure``: the message is inserted if missing, re-parked if the code
+changed its expression). Each worker then checks every 10 s, with a weak read (no Raft
+entry), that its schedules' messages exist, and makes any that is gone again (removed
+while a worker still registers it, or acked by a worker of the release before schedules,
+which takes it for an event of a deleted execution).
 """
 
 from __future__ import annotations
@@ -248,6 +252,13 @@ class ScheduleFlows:
             statements.append(SQL("respec", params))
         response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
+
+    def missing(self, schedules: Sequence[Schedule]) -> Flow[list[Schedule]]:
+        """The schedules whose message is gone (a weak read: no Raft entry)."""
+        groups = to_json([schedule.group_id for schedule in schedules], what="groups")
+        response = yield Request((SQL("present", {"groups": groups}),), level="weak")
+        present = {row["group_id"] for row in response.raise_for_errors()[0].dicts()}
+        return [schedule for schedule in schedules if schedule.group_id not in present]
 
     def fire(
         self, lease: Lease, schedule: Schedule, definition: WorkflowDef, since: float

@@ -53,6 +53,8 @@ T = TypeVar("T")
 
 #: Errors a worker does not retry: it stops and raises them.
 FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
+#: Seconds between two checks that the schedules' messages exist (weak reads).
+SCHEDULE_CHECK_INTERVAL = 10.0
 #: Longest back-off before an execution handed back after a failure is claimable again.
 MAX_HAND_BACK_DELAY = 30.0
 
@@ -333,13 +335,17 @@ class Session:
     # -- schedules (engine/schedules.py) ---------------------------------------------------
 
     async def _ensure_schedules(self) -> None:
-        """Make sure the schedules this engine registers have their message (retried until
-        it works: a worker may start before its cluster has a leader)."""
+        """Make sure the schedules this engine registers have their message: all of them
+        when the worker starts (retried until it works: the cluster may have no leader
+        yet), then, every beat, any that a weak read finds gone."""
         schedules = list(self.worker.engine.schedules.values())
+        pending = schedules
         while schedules:
             try:
-                await self.backend.run(self.schedules.ensure(schedules))
-                return
+                if pending:
+                    await self.backend.run(self.schedules.ensure(pending))
+                await asyncio.sleep(SCHEDULE_CHECK_INTERVAL)
+                pending = await self.backend.run(self.schedules.missing(schedules))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -11,6 +11,10 @@ INSERT INTO messages (group_id, event, priority, published_at, locked_by, lock_e
 SELECT :group_id, :event, 0, :now, '__parked__', :at
 WHERE NOT EXISTS (SELECT 1 FROM messages WHERE group_id = :group_id);
 
+-- name: present
+-- Which of the schedules' groups exist (a weak read each beat: a missing one is ensured).
+SELECT group_id FROM messages WHERE group_id IN (SELECT value FROM json_each(:groups));
+
 -- name: respec
 -- The deployed code changed a schedule (cron, time zone, catch-up): park its message for
 -- the new spec's next time. A message being fired now (leased) is left to its holder.

@@ -84,6 +84,7 @@ HOT_PATH = [
     (SCHEDULES, "fired"),
     (SCHEDULES, "list"),
     (SCHEDULES, "remove"),
+    (SCHEDULES, "present"),
     (SCHEDULES, "expired_any"),
     (SCHEDULES, "delete_steps"),
     (SCHEDULES, "delete_signals"),
@@ -137,6 +138,7 @@ PARAMS = {
     "starts": "[]",
     "next_at": 2.0,
     "batch": 100,
+    "groups": "[]",
     **dict.fromkeys(
         [
             "parent_id",

@@ -11,6 +11,8 @@ from raftflow.engine import Engine, StepError
 from raftflow.engine.errors import ResultTimeoutError
 from raftflow.engine.testing import EPOCH, VirtualClock, WorkflowTestEnvironment
 
+from tests.support import wait_until
+
 engine = Engine()
 
 
@@ -165,3 +167,15 @@ def test_retention_deletes_what_finished_before_the_period_and_nothing_else() ->
         assert [r.id for r in engine.list()] == [asleep.id]
         assert engine.store.steps(finished.id) == []
         assert env.result(asleep) == "sent: your trial ends, zed"
+
+
+def test_workers_make_a_removed_schedule_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removed while a worker still registers it (or acked by an older worker that took
+    it for a deleted execution's event): the worker's check makes it again."""
+    from raftflow.engine import session
+
+    monkeypatch.setattr(session, "SCHEDULE_CHECK_INTERVAL", 0.05)
+    with WorkflowTestEnvironment(other, schedules=True):
+        assert [i.workflow for i in other.list_schedules()] == ["half_minutely"]
+        assert other.remove_schedule(half_minutely)
+        wait_until(lambda: other.list_schedules(), timeout=10)

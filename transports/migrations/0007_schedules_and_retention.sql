@@ -11,8 +11,9 @@
 -- the index lets a batch find a finished execution's signals without a scan.
 --
 -- Rolling upgrade: expand only (a view, its trigger, two indexes). A worker of the
--- previous release that claims a schedule's message parks it as an event of an unknown
--- kind (`park_unknown`), which delays that fire time until a new worker claims it.
+-- previous release that claims a schedule's message finds no execution of that id and
+-- acks it; the new workers make it again within 10 s (their check of the schedules'
+-- messages), parked for the next time: a fire time can be missed while both releases run.
 
 -- name: schedule_fires.view
 CREATE VIEW schedule_fires AS SELECT
