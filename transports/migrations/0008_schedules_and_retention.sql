@@ -1,4 +1,4 @@
--- Migration 7 (assigned 0008; numbered after the last one on this branch): cron schedules
+-- Migration 8: cron schedules
 -- and retention.
 --
 -- Cron schedules: a schedule is one message in its own queue group ("raftflow:schedule:
