@@ -25,12 +25,15 @@ from raftflow.engine.errors import (
     NotInWorkflowError,
     PayloadTooLargeError,
     RaftflowError,
+    RefusedStatementError,
     ResultTimeoutError,
     SchemaError,
     SchemaOutdatedError,
     SchemaTooNewError,
     StepError,
     StepTimeoutError,
+    TransactionAbortedError,
+    TransactionError,
     UnavailableError,
     UnknownWorkflowError,
     WorkflowCancelledError,
@@ -40,10 +43,12 @@ from raftflow.engine.errors import (
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
 from raftflow.engine.retry import Retry
+from raftflow.engine.transaction import AsyncTransaction, Transaction
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 
 __all__ = [
+    "AsyncTransaction",
     "AttemptRecord",
     "Backend",
     "ConfigurationError",
@@ -62,6 +67,7 @@ __all__ = [
     "NotInWorkflowError",
     "PayloadTooLargeError",
     "RaftflowError",
+    "RefusedStatementError",
     "ResultTimeoutError",
     "Retry",
     "SchemaError",
@@ -72,6 +78,9 @@ __all__ = [
     "StepInfo",
     "StepRecord",
     "StepTimeoutError",
+    "Transaction",
+    "TransactionAbortedError",
+    "TransactionError",
     "UnavailableError",
     "UnknownWorkflowError",
     "Worker",
