@@ -132,10 +132,10 @@ class Presence:
             statements.append(OPS("drop_duty", retention))
         response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
+        self.state.seen_at = now
+        holder = response.result_of("ops.duty_holder").first() if competes else None
+        self.state.sampler = bool(holder and holder["worker_id"] == worker_id)
         if retains and session.retention is not None:
             keeper = response.result_of("ops.retention_holder").first()
             session.retention.on_beat(bool(keeper and keeper["worker_id"] == worker_id))
-        holder = response.result_of("ops.duty_holder").first() if competes else None
-        self.state.seen_at = now
-        self.state.sampler = bool(holder and holder["worker_id"] == worker_id)
         self.state.queue = (yield from self.inspect.queue()) if self.state.sampler else None
