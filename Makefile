@@ -12,8 +12,9 @@ WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pypr
 # checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
-.PHONY: setup rqlite browser demo demo-cluster test test-fast test-deploy lint bench bench-smoke \
-	bench-long cluster screenshots ui engines image image-rqlite image-worker image-worker-offline clean
+.PHONY: setup rqlite browser demo demo-cluster test test-fast test-retention test-deploy lint bench \
+	bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
+	image-worker-offline clean
 
 setup: $(INSTALLED) $(RQLITED)
 
@@ -47,6 +48,9 @@ test: setup browser  ## the whole suite against real rqlite clusters
 
 test-fast: setup  ## unit tests only (no server)
 	$(BIN)/pytest tests/unit
+
+test-retention: setup  ## retention with 100k expired executions (the suite runs 20k)
+	RAFTFLOW_RETENTION_ROWS=100000 $(BIN)/pytest -s tests/integration/test_retention.py
 
 test-deploy: setup  ## deploy/ only: containers, compose, Kubernetes manifests, systemd units
 	$(BIN)/pytest tests/deploy tests/integration/in_containers

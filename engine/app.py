@@ -11,6 +11,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
+from datetime import timedelta
 from typing import Any, TypeVar, overload
 
 from raftflow.engine import primitives
@@ -29,7 +30,16 @@ from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import HookChain, Hooks
 from raftflow.engine.local import LocalWorkers
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
+from raftflow.engine.retention import DEFAULT_RETENTION, check_retention
 from raftflow.engine.retry import Retry
+from raftflow.engine.schedules import (
+    DEFAULT_CATCH_UP,
+    Schedule,
+    ScheduleFlows,
+    ScheduleInfo,
+    check_execution_id,
+    check_input,
+)
 from raftflow.engine.steppath import call_step, call_transaction
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ExecutionRecord, Status
@@ -56,7 +66,9 @@ class Engine(DurableCalls):
     worker can still point it elsewhere (``engine.connect(url)``). ``max_payload_bytes``
     bounds every JSON payload it stores: inputs, step results, outputs; ``max_history``
     the calls one run of a workflow may record (a warning is logged at 80%, and the call
-    past the limit raises :class:`HistoryLimitError`).
+    past the limit raises :class:`HistoryLimitError`); ``retention`` how long finished
+    executions are kept before the workers delete them (None: for ever; see
+    :mod:`raftflow.engine.retention`).
 
     On connect the database's schema version is checked: an empty database is initialized,
     an older one is migrated only with ``auto_migrate`` (default: yes for SQLite, no for
@@ -70,6 +82,7 @@ class Engine(DurableCalls):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         auto_migrate: bool | None = None,
         max_history: int = DEFAULT_MAX_HISTORY,
+        retention: timedelta | None = DEFAULT_RETENTION,
         **options: Any,
     ) -> None:
         if (
@@ -84,7 +97,11 @@ class Engine(DurableCalls):
             raise ConfigurationError("max_history must be a positive int")
         #: Calls one run of a workflow may record (warned at 80%): see continue_as_new.
         self.max_history = max_history
+        #: Finished executions older than this are deleted by the workers (None: never).
+        self.retention = check_retention(retention)
         self.hooks: list[Hooks] = []
+        #: Cron schedules by workflow name (@engine.scheduled); fired by the workers.
+        self.schedules: dict[str, Schedule] = {}
         #: The workers this engine runs in this process (the start fast path, engine/local.py).
         self.local = LocalWorkers()
         self._url = url
@@ -100,12 +117,17 @@ class Engine(DurableCalls):
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         auto_migrate: bool | None = None,
+        retention: timedelta | None = DEFAULT_RETENTION,
         **options: Any,
     ) -> Engine:
         """An engine connected now to ``url``; ``options`` go to the rqlite connection
         (``verify``, ``timeout``, ``retry_timeout``, ``connect_timeout``, ``http``)."""
         engine = cls(
-            url=url, max_payload_bytes=max_payload_bytes, auto_migrate=auto_migrate, **options
+            url=url,
+            max_payload_bytes=max_payload_bytes,
+            auto_migrate=auto_migrate,
+            retention=retention,
+            **options,
         )
         _ = engine.backend
         return engine
@@ -198,6 +220,57 @@ class Engine(DurableCalls):
             return fn
 
         return register(fn) if fn is not None else register
+
+    def scheduled(
+        self,
+        cron: str,
+        /,
+        *,
+        timezone: str = "UTC",
+        catch_up: int = DEFAULT_CATCH_UP,
+        name: str | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]:
+        """Start the decorated workflow at each time of ``cron``, cluster-wide, once per
+        time: the execution of a time has the id ``"<workflow>@<ISO time>"`` and the time
+        (an aware ``datetime`` in ``timezone``) as its input.
+
+        ``cron`` has five fields (minute hour day-of-month month day-of-week) or six with
+        seconds first (``"*/10 * * * * *"``: every ten seconds). After a time when no
+        worker ran, the worker that finds the schedule due starts the latest due time and
+        up to ``catch_up`` earlier missed ones; older ones are skipped (and logged). Put it
+        above ``@engine.workflow``, or alone (it then registers the workflow, with
+        ``name`` and ``timeout``). Workers make the schedule exist when they start.
+        """
+        schedule_args = (cron, timezone, catch_up)
+        Schedule.of("check", *schedule_args)  # a bad spec fails here, at decoration
+
+        def register(fn: F) -> F:
+            workflow_name = getattr(fn, "__raftflow_workflow__", None)
+            if not isinstance(workflow_name, str):
+                fn = self.workflow(name=name, timeout=timeout)(fn)
+                workflow_name = fn.__raftflow_workflow__  # type: ignore[attr-defined]
+            elif name is not None or timeout is not None:
+                raise ConfigurationError(
+                    "name and timeout belong to @engine.workflow when it is applied too"
+                )
+            schedule = Schedule.of(workflow_name, *schedule_args)
+            check_input(schedule, self.registry.workflows[workflow_name])
+            self.schedules[workflow_name] = schedule
+            return fn
+
+        return register
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        """The schedules the database holds (of any app), with the time each waits for."""
+        return self.backend.run(ScheduleFlows(self.backend.queue.clock).list())
+
+    def remove_schedule(self, workflow: Any) -> bool:
+        """Delete a workflow's schedule from the database (a workflow function or its
+        name); False if it had none. Workers that still register it make it again within
+        10 s: remove ``@engine.scheduled`` from the code first."""
+        name = workflow if isinstance(workflow, str) else self.registry.workflow(workflow).name
+        return self.backend.run(ScheduleFlows(self.backend.queue.clock).remove(name))
 
     @overload
     def step(self, fn: F, /) -> F: ...
@@ -355,6 +428,7 @@ class Engine(DurableCalls):
             flow = primitives.start_child(run, definition, payload, execution_id, priority)
             return WorkflowHandle(self, drive(run, flow))
         execution_id = uuid.uuid4().hex if execution_id is None else execution_id
+        check_execution_id(execution_id)
         check_priority(priority)
         local = self.local.reserve(priority)  # a worker of this process with a free slot
         token = None if local is None else f"{local.worker_id}:{uuid.uuid4().hex}"

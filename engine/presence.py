@@ -22,9 +22,10 @@ import contextlib
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from raftflow.engine.retention import RETENTION_DUTY
 from raftflow.stores.inspect import OPS, InspectFlows, QueueSnapshot
 from raftflow.transports.flow import Flow, Request
 
@@ -120,9 +121,21 @@ class Presence:
             statements.append(OPS("duty_holder", duty))
         elif stopped:
             statements.append(OPS("drop_duty", duty))
+        # The retention duty (engine/retention.py): its holder deletes expired executions.
+        retention = {"duty": RETENTION_DUTY, "worker_id": worker_id}
+        retains = session.retention is not None and not stopped
+        if retains:
+            expiry = now + 3 * BEAT_INTERVAL
+            statements.append(OPS("take_duty", {**retention, "now": now, "expiry": expiry}))
+            statements.append(replace(OPS("duty_holder", retention), name="ops.retention_holder"))
+        elif stopped and session.retention is not None:
+            statements.append(OPS("drop_duty", retention))
         response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
-        holder = response.result_of("ops.duty_holder").first() if competes else None
         self.state.seen_at = now
+        holder = response.result_of("ops.duty_holder").first() if competes else None
         self.state.sampler = bool(holder and holder["worker_id"] == worker_id)
+        if retains and session.retention is not None:
+            keeper = response.result_of("ops.retention_holder").first()
+            session.retention.on_beat(bool(keeper and keeper["worker_id"] == worker_id))
         self.state.queue = (yield from self.inspect.queue()) if self.state.sampler else None

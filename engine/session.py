@@ -35,6 +35,8 @@ from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
 from raftflow.engine.local import Outcome
 from raftflow.engine.presence import Presence
+from raftflow.engine.retention import Retention
+from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
 from raftflow.transports.errors import (
@@ -53,6 +55,8 @@ T = TypeVar("T")
 
 #: Errors a worker does not retry: it stops and raises them.
 FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
+#: Seconds between two checks that the schedules' messages exist (weak reads).
+SCHEDULE_CHECK_INTERVAL = 10.0
 #: Longest back-off before an execution handed back after a failure is claimable again.
 MAX_HAND_BACK_DELAY = 30.0
 
@@ -88,6 +92,9 @@ class Session:
         self.tasks: set[asyncio.Task[None]] = set()
         self.committer = Committer(backend, self.options, self.stats, self.hooks)
         self.presence = Presence(self)
+        self.schedules = ScheduleFlows(backend.queue.clock)
+        keep = worker.engine.retention
+        self.retention = None if keep is None else Retention(self, keep)
         #: Suspended runs kept for their next turn (sticky continuation), by execution id.
         self.continuations: OrderedDict[str, Activation] = OrderedDict()
         self._runs: set[asyncio.Task[None]] = set()  # async runs (they outlive a turn)
@@ -172,6 +179,11 @@ class Session:
         committer = asyncio.create_task(self.committer.run(), name="raftflow-committer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="raftflow-heartbeat")
         presence = asyncio.create_task(self.presence.run(), name="raftflow-presence")
+        schedules = asyncio.create_task(self._ensure_schedules(), name="raftflow-schedules")
+        retention = asyncio.create_task(
+            self.retention.run() if self.retention is not None else asyncio.sleep(0),
+            name="raftflow-retention",
+        )
         log.info("worker %s started (concurrency %d)", worker_id, options.concurrency)
         try:
             await self.backend.run(self.backend.queue.clock.now())  # sync the clock first
@@ -185,9 +197,10 @@ class Session:
                 self.worker.engine.local.remove(self)
             await self._drain()
         finally:
-            for task in (committer, heartbeat, presence):
+            background = (committer, heartbeat, presence, schedules, retention)
+            for task in background:
                 task.cancel()
-            await asyncio.gather(committer, heartbeat, presence, return_exceptions=True)
+            await asyncio.gather(*background, return_exceptions=True)
             await self.presence.leave()
             self.hooks.worker_stopped(self.worker)
             for activation in self.continuations.values():
@@ -262,6 +275,9 @@ class Session:
     async def _handle(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
         """One claimed event, between the turn hooks (this task is the turn's)."""
         record = claimed.execution
+        if record is None and is_engine_group(claimed.lease.group_id):
+            await self._fire_schedule(claimed.lease)
+            return
         if record is None or record.status.is_final:
             await self._handle_event(pool, claimed)
             return
@@ -326,6 +342,62 @@ class Session:
             raise
         except Exception as exc:
             log.exception("execution %s: the worker failed to run it", lease.group_id)
+            await self._hand_back(lease, exc)
+
+    # -- schedules (engine/schedules.py) ---------------------------------------------------
+
+    async def _ensure_schedules(self) -> None:
+        """Make sure the schedules this engine registers have their message: all of them
+        when the worker starts (retried until it works: the cluster may have no leader
+        yet), then, every beat, any that a weak read finds gone."""
+        schedules = list(self.worker.engine.schedules.values())
+        pending = schedules
+        while schedules:
+            try:
+                if pending:
+                    await self.backend.run(self.schedules.ensure(pending))
+                await asyncio.sleep(SCHEDULE_CHECK_INTERVAL)
+                pending = await self.backend.run(self.schedules.missing(schedules))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("worker %s: schedules not ensured yet: %s", self.worker_id, exc)
+                await asyncio.sleep(self.options.retry_delay)
+
+    async def _fire_schedule(self, lease: Lease) -> None:
+        """A schedule's message came due: start its due times' executions and park it until
+        its next time, in one fenced statement."""
+        try:
+            event = parse_schedule_event(lease.event)
+            schedule = None if event is None else self.worker.engine.schedules.get(event.workflow)
+            definition = (
+                None if schedule is None else self.registry.workflows.get(schedule.workflow)
+            )
+            if event is None or schedule is None or definition is None:
+                log.error(
+                    "schedule %s is not registered here; parked for %gs",
+                    lease.group_id,
+                    self.options.park_unknown,
+                )
+                await self.backend.run(
+                    self.backend.flows.release([lease], self.options.park_unknown)
+                )
+                return
+            outcome = await self.backend.run(
+                self.schedules.fire(lease, schedule, definition, event.at)
+            )
+            if outcome.skipped:
+                log.warning(
+                    "schedule %s: missed times older than the last %d were skipped (catch_up)",
+                    schedule.workflow,
+                    schedule.catch_up,
+                )
+            if outcome.applied:
+                log.info("schedule %s started %s", schedule.workflow, ", ".join(outcome.started))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("schedule %s: the worker failed to fire it", lease.group_id)
             await self._hand_back(lease, exc)
 
     async def _turn(self, activation: Activation) -> None:

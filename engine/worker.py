@@ -54,9 +54,20 @@ class WorkerOptions:
     # And while the process's resident memory is above this many MiB, the least recently
     # used of them are dropped too (they replay at their next turn). None: no memory limit.
     sticky_cache_mb: float | None = None
+    # Retention (engine/retention.py): executions deleted per request, and the least pause
+    # between two requests (at least three times as long as the last one took).
+    retention_batch: int = 500
+    retention_pause: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "steps_per_turn", "max_batch", "max_inflight", "sticky_cache"):
+        for name in (
+            "concurrency",
+            "steps_per_turn",
+            "max_batch",
+            "max_inflight",
+            "sticky_cache",
+            "retention_batch",
+        ):
             value = getattr(self, name)
             least = 0 if name == "sticky_cache" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -68,6 +79,7 @@ class WorkerOptions:
             "drain_timeout",
             "park_unknown",
             "retry_delay",
+            "retention_pause",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -22,7 +22,7 @@ def _version() -> str:
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog=EXIT_CODES_HELP + " Not yet: schedules (they come with cron schedules).",
+    epilog=EXIT_CODES_HELP,
 )
 @click.version_option(_version(), "--version", prog_name="raftflow", message="%(prog)s %(version)s")
 def cli() -> None:

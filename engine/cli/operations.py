@@ -120,6 +120,65 @@ def workers(within: float, conn: Connection, as_json: bool) -> None:
     click.echo(table(rows, ["WORKER", "STATE", "SEEN", "UP", "SLOTS", "STEPS", "IN FLIGHT"]))
 
 
+@click.command()
+@click.option(
+    "--next",
+    "count",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    metavar="N",
+    help="How many of each schedule's next fire times to show.",
+)
+@click.option(
+    "--remove",
+    metavar="WORKFLOW",
+    help="Delete that workflow's schedule (workers that still register it make it again).",
+)
+@connection_options
+@json_option
+def schedules(count: int, remove: str | None, conn: Connection, as_json: bool) -> None:
+    """List the cron schedules (@engine.scheduled) with their next fire times, whether a
+    worker is firing one now, and the last execution each started.
+
+    \b
+    Example:
+      raftflow schedules --url http://127.0.0.1:4001 --next 5
+    """
+    engine = conn.engine()
+    try:
+        if remove is not None:
+            if not engine.remove_schedule(remove):
+                raise CommandFailed(f"no schedule for workflow {remove!r}", Exit.FAILED)
+            click.echo(f"schedule of {remove} removed")
+            return
+        found = engine.list_schedules()
+    finally:
+        engine.close()
+    if as_json:
+        print_json([info.as_dict(count) for info in found])
+        return
+    rows = []
+    for info in found:
+        data = info.as_dict(count)
+        rows.append(
+            [
+                info.workflow,
+                info.cron,
+                info.timezone,
+                info.catch_up,
+                "firing" if info.firing else "parked",
+                info.last_execution or "-",
+                ", ".join(data["next"]),
+            ]
+        )
+    click.echo(
+        table(rows, ["WORKFLOW", "CRON", "ZONE", "CATCH UP", "STATE", "LAST STARTED", "NEXT"])
+        if rows
+        else "no schedules"
+    )
+
+
 def vars_of(value: object) -> dict[str, object]:
     from raftflow.engine.cli.common import to_jsonable
 
@@ -186,4 +245,4 @@ def ui(
         engine.close()
 
 
-COMMANDS = [queue, workers, ui]
+COMMANDS = [queue, workers, schedules, ui]

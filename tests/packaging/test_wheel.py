@@ -88,6 +88,8 @@ def test_the_wheel_holds_one_top_level_package_and_the_sql(dist: Path) -> None:
         "raftflow/transports/queue.sql",
         "raftflow/stores/store.sql",
         "raftflow/stores/ops.sql",
+        "raftflow/stores/schedules.sql",
+        "raftflow/transports/migrations/0008_schedules_and_retention.sql",
         "raftflow/transports/migrations/0004_operations.sql",
         "raftflow/engine/ui/templates/execution.html",
         "raftflow/engine/ui/static/style.css",

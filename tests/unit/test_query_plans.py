@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from raftflow.engine.schedules import SQL as SCHEDULES
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.inspect import OPS
 from raftflow.transports.catalogue import Catalogue
@@ -76,6 +77,20 @@ HOT_PATH = [
     (OPS, "take_duty"),
     (OPS, "duty_holder"),
     (OPS, "drop_duty"),
+    # Cron schedules and retention (stores/schedules.sql).
+    (SCHEDULES, "ensure"),
+    (SCHEDULES, "respec"),
+    (SCHEDULES, "fire"),
+    (SCHEDULES, "fired"),
+    (SCHEDULES, "list"),
+    (SCHEDULES, "remove"),
+    (SCHEDULES, "present"),
+    (SCHEDULES, "expired_any"),
+    (SCHEDULES, "delete_steps"),
+    (SCHEDULES, "delete_signals"),
+    (SCHEDULES, "delete_events"),
+    (SCHEDULES, "delete_messages"),
+    (SCHEDULES, "delete_executions"),
 ]
 PARAMS = {
     "token": "t",
@@ -116,6 +131,14 @@ PARAMS = {
     "started_at": 0.0,
     "steps": 0,
     "running": 0,
+    "at": 1.0,
+    "cron": "* * * * *",
+    "timezone": "UTC",
+    "catch_up": 1,
+    "starts": "[]",
+    "next_at": 2.0,
+    "batch": 100,
+    "groups": "[]",
     **dict.fromkeys(
         [
             "parent_id",
@@ -175,3 +198,11 @@ def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:
     leases = "\n".join(row[3] for row in db.execute(OPS.explain("leases").sql, PARAMS))
     assert leases.count("messages_by_token (locked_by<?)") == 1
     assert leases.count("messages_by_token (locked_by>?)") == 1
+
+
+def test_retention_walks_the_finished_index(db: sqlite3.Connection) -> None:
+    """Not the status index: that one sorts every finished execution for each batch."""
+    for name in ("expired_any", "delete_steps", "delete_executions"):
+        plan = " ".join(row[3] for row in db.execute(SCHEDULES.explain(name).sql, PARAMS))
+        assert "USING INDEX executions_finished" in plan, (name, plan)
+        assert "TEMP B-TREE" not in plan, (name, plan)

@@ -1,0 +1,180 @@
+"""Cron schedules without a server: the spec's validation at decoration time, the fire
+times (due, catch-up, next) and the ids, and the reserved group prefix."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from raftflow.engine import Engine
+from raftflow.engine.errors import ConfigurationError
+from raftflow.engine.schedules import Schedule, parse_schedule_event
+from raftflow.transports.errors import InvalidArgumentError
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "catch_up"),
+    [
+        ("not a cron", "UTC", 1),
+        ("* * * *", "UTC", 1),
+        ("* * * * * * *", "UTC", 1),
+        ("61 * * * *", "UTC", 1),
+        (5, "UTC", 1),
+        ("* * * * *", "Mars/Olympus", 1),
+        ("* * * * *", "", 1),
+        ("* * * * *", "UTC", -1),
+        ("* * * * *", "UTC", True),
+        ("* * * * *", "UTC", 10_000),
+    ],
+)
+def test_a_bad_spec_fails_at_decoration(cron: object, zone: object, catch_up: object) -> None:
+    engine = Engine(url="sqlite://")
+    with pytest.raises(InvalidArgumentError):
+        engine.scheduled(cron, timezone=zone, catch_up=catch_up)  # type: ignore[arg-type]
+
+
+def test_the_workflow_must_take_the_scheduled_time() -> None:
+    engine = Engine(url="sqlite://")
+    with pytest.raises(ConfigurationError, match="datetime"):
+
+        @engine.scheduled("*/5 * * * *")
+        def wrong(count: int) -> None: ...
+
+    @engine.scheduled("*/5 * * * *", timezone="Europe/Paris", catch_up=0)
+    def report(at: datetime) -> None: ...
+
+    assert engine.schedules["report"] == Schedule("report", "*/5 * * * *", "Europe/Paris", 0)
+    assert "report" in engine.registry.workflows  # registered as a workflow too
+
+
+def test_due_times_the_latest_and_up_to_catch_up_missed_ones() -> None:
+    every_minute = Schedule("job", "* * * * *", catch_up=2)
+    assert every_minute.due(T0, T0 + 0.4) == ([T0], False)  # on time
+    assert every_minute.due(T0, T0 - 0.5) == ([], False)  # early: nothing yet
+    assert every_minute.due(T0, T0 + 130) == ([T0, T0 + 60, T0 + 120], False)
+    # Down for ten minutes: the latest and 2 before it; the older ones are skipped.
+    assert every_minute.due(T0, T0 + 600) == ([T0 + 480, T0 + 540, T0 + 600], True)
+    assert Schedule("job", "* * * * *", catch_up=0).due(T0, T0 + 600) == ([T0 + 600], True)
+    assert every_minute.next_after(T0) == T0 + 60
+    assert every_minute.next_after(T0 + 59.9) == T0 + 60
+    assert every_minute.next_times(T0, 2) == [T0 + 60, T0 + 120]
+    seconds = Schedule("job", "*/10 * * * * *")  # six fields: seconds first
+    assert seconds.next_after(T0 + 1) == T0 + 10
+
+
+def test_ids_and_inputs_are_the_time_in_the_schedule_zone() -> None:
+    paris = Schedule("report", "0 9 * * *", timezone="Europe/Paris")
+    at = paris.next_after(T0)  # 09:00 in Paris, 08:00 UTC in March
+    assert paris.execution_id(at) == "report@2026-03-02T09:00:00+01:00"
+    assert paris.when(at).hour == 9
+    # Across the spring DST change the wall-clock time stays 09:00 (now +02:00).
+    later = paris.next_after(datetime(2026, 3, 30, tzinfo=timezone.utc).timestamp())
+    assert paris.execution_id(later) == "report@2026-03-30T09:00:00+02:00"
+    event = parse_schedule_event(paris.event(at))
+    assert event is not None and event.at == at and event.cron == "0 9 * * *"
+    assert parse_schedule_event({"kind": "run"}) is None
+
+
+def test_engine_group_ids_are_reserved(tmp_path: Path) -> None:
+    engine = Engine(url=f"sqlite:///{tmp_path}/app.db")
+
+    @engine.workflow
+    def plain(x: int) -> int:
+        return x
+
+    with pytest.raises(InvalidArgumentError, match="reserved"):
+        engine.start(plain, 1, execution_id="raftflow:schedule:plain")
+    engine.close()
+
+
+def test_a_schedule_claimed_early_fires_nothing_and_waits_for_the_same_time() -> None:
+    """A claim a little before the parked time (the claimer's clock estimate ran ahead)
+    starts nothing and parks the schedule for that same time, not the one after it."""
+    from raftflow.engine.registry import WorkflowDef
+    from raftflow.engine.schedules import ScheduleFlows
+    from raftflow.transports.base import Lease
+    from raftflow.transports.clock import LocalClock
+
+    def job(at: datetime) -> None: ...
+
+    schedule = Schedule("job", "* * * * *")
+    flows = ScheduleFlows(LocalClock(time_source=lambda: T0 - 0.3))
+    lease = Lease(seq=1, group_id=schedule.group_id, event={}, token="t", expires_at=T0 + 30)
+    flow = flows.fire(lease, schedule, WorkflowDef.of(job, None), T0)
+    request = next(flow)
+    params = request.statements[0].params
+    assert isinstance(params, dict)
+    assert params["starts"] == "[]" and params["next_at"] == T0
+
+
+def test_a_changed_expression_reparks_the_schedule(tmp_path: Path) -> None:
+    from raftflow.engine.testing import EPOCH, WorkflowTestEnvironment
+
+    path = tmp_path / "app.db"
+    old, new = Engine(), Engine()
+
+    @old.scheduled("0 0 1 1 *")
+    def report(at: datetime) -> None: ...
+
+    with WorkflowTestEnvironment(old, schedules=True, path=path) as env:
+        env.settle()
+        (info,) = old.list_schedules()
+        assert info.cron == "0 0 1 1 *" and info.next_at == EPOCH.timestamp() + 365 * 86400
+
+    @new.scheduled("0 * * * *", catch_up=1)  # the next release: hourly
+    def report(at: datetime) -> None:  # noqa: F811
+        ...
+
+    with WorkflowTestEnvironment(new, schedules=True, path=path) as env:
+        env.settle()
+        (info,) = new.list_schedules()
+        assert (info.cron, info.catch_up) == ("0 * * * *", 1)
+        assert info.next_at == EPOCH.timestamp() + 3600
+        env.advance(3600)
+        assert [r.id for r in new.list()] == ["report@2030-01-01T01:00:00+00:00"]
+
+
+def test_retention_must_be_a_positive_timedelta() -> None:
+    from datetime import timedelta
+
+    assert Engine(retention=None).retention is None
+    assert Engine().retention == timedelta(days=30)
+    for bad in (timedelta(0), timedelta(days=-1), 30):
+        with pytest.raises(ConfigurationError, match="retention"):
+            Engine(retention=bad)  # type: ignore[arg-type]
+
+
+def test_a_worker_whose_lease_lapsed_cannot_fire_again(tmp_path: Path) -> None:
+    """Two workers claim the schedule in turn (the first one's lease lapsed): the second
+    fires the time; the first one's late fire is refused whole -- it starts nothing and
+    does not re-park the schedule."""
+    from raftflow.engine.schedules import ScheduleFlows
+    from raftflow.engine.testing import VirtualClock
+
+    clock = VirtualClock(T0 - 10)
+    engine = Engine.from_url(f"sqlite:///{tmp_path}/app.db", clock=clock)
+
+    @engine.scheduled("* * * * *")
+    def job(at: datetime) -> None: ...
+
+    backend = engine.backend
+    flows = ScheduleFlows(clock)
+    schedule, definition = engine.schedules["job"], engine.registry.workflows["job"]
+    backend.run(flows.ensure([schedule]))
+    clock.set(T0 + 1)
+    (first,) = backend.run(backend.flows.claim("a", 5.0, 1, 0))
+    clock.set(T0 + 10)  # a's lease lapsed; b claims the same message
+    (second,) = backend.run(backend.flows.claim("b", 5.0, 1, 0))
+    assert first.lease.seq == second.lease.seq and first.lease.token != second.lease.token
+    outcome = backend.run(flows.fire(second.lease, schedule, definition, T0))
+    assert outcome.applied and outcome.started == [schedule.execution_id(T0)]
+    clock.set(T0 + 61)  # a wakes up after the next time came due
+    late = backend.run(flows.fire(first.lease, schedule, definition, T0))
+    assert not late.applied
+    assert [r.id for r in engine.list()] == ["job@2026-03-01T12:00:00+00:00"]
+    (info,) = engine.list_schedules()
+    assert info.next_at == T0 + 60 and not info.firing
+    engine.close()
