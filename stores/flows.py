@@ -65,7 +65,14 @@ class StoreFlows:
         lease_token: str | None = None,
         visibility: float = 30.0,
         trace_context: str | None = None,
+        limit: tuple[str, int] | None = None,
+        debounce: float | None = None,
     ) -> Flow[StartOutcome]:
+        """Create the execution and its first event (one statement), or find it there.
+
+        ``limit`` (key, slots): the execution waits, gated, for a slot of its key
+        (migration 7). ``debounce``: its first event is parked that long, and a start of
+        the same id while it still is folds into it (the new input, a new deadline)."""
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
         check_priority(priority)
@@ -85,6 +92,9 @@ class StoreFlows:
             "deadline": None if timeout is None else now + timeout,
             "lease_token": lease_token,
             "lease_expiry": None if lease_token is None else now + visibility,
+            "limit_key": None if limit is None else check_id(limit[0], what="concurrency key"),
+            "limit_max": None if limit is None else int(limit[1]),
+            "debounce_until": None if debounce is None else now + debounce,
         }
         # The trace context, when there is one, in the same transaction (an operator
         # feature: the start's one statement and the schema's start trigger stay as they are).

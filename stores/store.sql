@@ -21,10 +21,13 @@ execution_id, idx, name, status, output, error, started_at, ended_at, worker_id,
 attempts, wake_at, history
 
 -- name: start
+-- limit_key, limit_max: the execution waits for a slot of its limit; debounce_until: its
+-- first event is parked until then, and a start of the same id meanwhile folds into it.
 INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,
-                              parent_id, deadline, lease_token, lease_expiry)
+                              parent_id, deadline, lease_token, lease_expiry,
+                              limit_key, limit_max, debounce_until)
 VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id, :deadline,
-        :lease_token, :lease_expiry);
+        :lease_token, :lease_expiry, :limit_key, :limit_max, :debounce_until);
 
 -- name: start_lease
 -- The first event of a start that leased it (the fast path): which message it is.
