@@ -136,6 +136,9 @@ PARAMS = {
             "next_priority",
             "next_token",
             "next_expiry",
+            "limit_key",
+            "limit_max",
+            "debounce_until",
         ],
         None,
     ),
@@ -175,3 +178,20 @@ def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:
     leases = "\n".join(row[3] for row in db.execute(OPS.explain("leases").sql, PARAMS))
     assert leases.count("messages_by_token (locked_by<?)") == 1
     assert leases.count("messages_by_token (locked_by>?)") == 1
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # The reads of the `limit_open` trigger (migration 7), run by every start and
+        # every finish of a limited execution: the key's slots held, its oldest waiters.
+        "SELECT COUNT(*) FROM executions WHERE limit_key = :k AND admitted = 1"
+        " AND status IN ('pending', 'running')",
+        "SELECT rowid FROM executions WHERE limit_key = :k AND admitted = 0"
+        " AND status = 'pending' ORDER BY rowid LIMIT 3",
+    ],
+)
+def test_the_limit_triggers_walk_the_limit_index(db: sqlite3.Connection, sql: str) -> None:
+    plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", {"k": "wf:a"})]
+    assert all("executions_by_limit" in step for step in plan if "executions" in step), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan  # FIFO is the index order

@@ -1,0 +1,317 @@
+"""Concurrency limits and debounced starts on the embedded backend (SQLite: the same SQL
+as on rqlite; tests/integration/test_limits_cluster.py runs them on a 3-node cluster with
+worker processes, and kills one holding a slot). Sync and async workflows alike."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from raftflow.transports.flow import Request, Statement
+
+from raftflow import (
+    ConfigurationError,
+    Engine,
+    InputValidationError,
+    InvalidArgumentError,
+    Status,
+    WorkflowCancelledError,
+)
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = Engine.from_url(f"sqlite:///{tmp_path / 'limits.db'}")
+    yield engine
+    engine.close()
+
+
+class Job(BaseModel):
+    customer: str
+    n: int
+
+
+class Tracker:
+    """How many step bodies run at once (overall and per customer), and in which order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.order: list[tuple[str, int]] = []
+
+    def enter(self, job: Job) -> None:
+        with self.lock:
+            for key in ("*", job.customer):
+                self.now[key] = self.now.get(key, 0) + 1
+                self.peak[key] = max(self.peak.get(key, 0), self.now[key])
+            self.order.append((job.customer, job.n))
+
+    def leave(self, job: Job) -> None:
+        with self.lock:
+            for key in ("*", job.customer):
+                self.now[key] -= 1
+
+
+def limited(engine: Engine, kind: str, tracker: Tracker, **limit: Any) -> Any:
+    """A workflow of two steps with a sleep between them, under ``limit``."""
+    if kind == "sync":
+
+        @engine.step
+        def first(job: Job) -> int:
+            tracker.enter(job)
+            time.sleep(0.03)
+            return job.n
+
+        @engine.step
+        def last(job: Job) -> int:
+            time.sleep(0.03)
+            tracker.leave(job)
+            return job.n
+
+        @engine.workflow(**limit)
+        def wf(job: Job) -> int:
+            first(job)
+            engine.sleep(0.05)  # the slot is kept while it sleeps
+            return last(job)
+
+    else:
+
+        @engine.step
+        async def first(job: Job) -> int:
+            tracker.enter(job)
+            time.sleep(0.03)
+            return job.n
+
+        @engine.step
+        async def last(job: Job) -> int:
+            time.sleep(0.03)
+            tracker.leave(job)
+            return job.n
+
+        @engine.workflow(**limit)
+        async def wf(job: Job) -> int:
+            await first(job)
+            await engine.sleep_async(0.05)
+            return await last(job)
+
+    return wf
+
+
+def read(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
+    request = Request((Statement("test", sql, params),), level="strong")
+    return engine.backend.run(_single(request))
+
+
+def _single(request: Request) -> Any:
+    response = yield request
+    return response.raise_for_errors()[0].dicts()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_at_most_n_run_at_once_and_they_are_admitted_in_start_order(
+    engine: Engine, kind: str
+) -> None:
+    tracker = Tracker()
+    wf = limited(engine, kind, tracker, concurrency=2)
+    handles = [engine.start(wf, Job(customer="a", n=i)) for i in range(8)]
+    with engine.running_worker(concurrency=8):
+        assert [h.result(timeout=30) for h in handles] == list(range(8))
+    assert tracker.peak["*"] == 2  # reached, never passed
+    firsts = [n for _, n in tracker.order]
+    # Admission is FIFO: the first two start together, then one per slot freed.
+    assert sorted(firsts[:2]) == [0, 1] and firsts[2:] == sorted(firsts[2:])
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_concurrency_key_limits_each_key_apart(engine: Engine, kind: str) -> None:
+    tracker = Tracker()
+    wf = limited(engine, kind, tracker, concurrency=1, concurrency_key=lambda job: job.customer)
+    jobs = [Job(customer=c, n=i) for i in range(5) for c in ("a", "b", "c")]
+    handles = [engine.start(wf, job) for job in jobs]
+    with engine.running_worker(concurrency=8):
+        for handle in handles:
+            handle.result(timeout=30)
+    assert tracker.peak["a"] == tracker.peak["b"] == tracker.peak["c"] == 1
+    assert tracker.peak["*"] > 1  # the keys ran side by side
+    for customer in "abc":  # FIFO within a key
+        assert [n for c, n in tracker.order if c == customer] == list(range(5))
+    rows = read(engine, "SELECT DISTINCT limit_key FROM executions ORDER BY 1")
+    assert [r["limit_key"] for r in rows] == ["wf:a", "wf:b", "wf:c"]
+
+
+def test_waiting_executions_are_gated_and_never_claimed(engine: Engine) -> None:
+    @engine.workflow(concurrency=1)
+    def holder(topic: str) -> Any:
+        return engine.recv(topic, timeout=60)
+
+    first = engine.start(holder, "go")
+    waiting = [engine.start(holder, "go") for _ in range(5)]
+    with engine.running_worker(concurrency=4) as worker:
+        wait_for(lambda: worker.stats.commits >= 1)  # the holder waits, parked, in its recv
+        claims = worker.stats.claimed
+        time.sleep(0.5)  # idle polls only: nothing claimable
+        assert worker.stats.claimed == claims
+        assert not engine.transport.claimable()
+        gated = read(engine, "SELECT COUNT(*) AS n FROM groups WHERE ready_at >= 1e18")
+        assert gated[0]["n"] == 5
+        assert all(engine.store.get(h.id).status is Status.PENDING for h in waiting)  # type: ignore[union-attr]
+        engine.send(first.id, "one", topic="go")
+        assert first.result(timeout=10) == "one"
+        wait_for(lambda: engine.store.get(waiting[0].id).status is Status.RUNNING)  # type: ignore[union-attr]
+        assert engine.store.get(waiting[1].id).status is Status.PENDING  # type: ignore[union-attr]
+        for handle in waiting:
+            engine.send(handle.id, "x", topic="go")
+        assert [h.result(timeout=10) for h in waiting] == ["x"] * 5
+
+
+def test_a_waiting_execution_is_cancelled_at_once_and_takes_no_slot(engine: Engine) -> None:
+    @engine.workflow(concurrency=1)
+    def holder(topic: str) -> Any:
+        return engine.recv(topic, timeout=60)
+
+    first = engine.start(holder, "go")
+    second, third = engine.start(holder, "go"), engine.start(holder, "go")
+    with engine.running_worker(concurrency=4):
+        wait_for(lambda: engine.store.get(first.id).status is Status.RUNNING)  # type: ignore[union-attr]
+        engine.cancel(second.id)
+        with pytest.raises(WorkflowCancelledError):
+            second.result(timeout=10)
+        assert engine.store.get(third.id).status is Status.PENDING  # type: ignore[union-attr]
+        engine.send(first.id, 1, topic="go")
+        engine.send(third.id, 3, topic="go")
+        assert first.result(timeout=10) == 1 and third.result(timeout=10) == 3
+
+
+def test_a_resumed_execution_waits_for_a_slot_again(engine: Engine) -> None:
+    attempts: list[str] = []
+
+    @engine.step
+    def fragile(topic: str) -> str:
+        attempts.append(topic)
+        if topic == "boom" and attempts.count("boom") == 1:
+            raise RuntimeError("first time")
+        return topic
+
+    @engine.workflow(concurrency=1)
+    def wf(topic: str) -> Any:
+        fragile(topic)
+        return engine.recv(topic, timeout=60) if topic == "hold" else topic
+
+    failed = engine.start(wf, "boom")
+    with engine.running_worker(concurrency=4):
+        wait_for(lambda: engine.store.get(failed.id).status is Status.FAILED)  # type: ignore[union-attr]
+        holder = engine.start(wf, "hold")
+        wait_for(lambda: engine.store.get(holder.id).status is Status.RUNNING)  # type: ignore[union-attr]
+        assert engine.resume(failed.id)
+        time.sleep(0.3)
+        assert engine.store.get(failed.id).status is Status.PENDING  # type: ignore[union-attr]
+        engine.send(holder.id, "done", topic="hold")
+        assert failed.result(timeout=10) == "boom"
+
+
+def test_a_child_workflow_obeys_its_limit(engine: Engine) -> None:
+    tracker = Tracker()
+    child = limited(engine, "sync", tracker, concurrency=1, name="child")
+
+    @engine.workflow
+    def parent(n: int) -> list[int]:
+        handles = [engine.start(child, Job(customer="c", n=i)) for i in range(n)]
+        return [h.result() for h in handles]
+
+    handle = engine.start(parent, 4)
+    with engine.running_worker(concurrency=8):
+        assert handle.result(timeout=30) == [0, 1, 2, 3]
+    assert tracker.peak["*"] == 1
+
+
+def test_bad_limits_are_refused_at_decoration_and_at_start(engine: Engine) -> None:
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(ConfigurationError, match="concurrency"):
+            engine.workflow(concurrency=bad)(lambda x: x)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="concurrency_key needs concurrency"):
+        engine.workflow(concurrency_key=lambda x: x)(lambda x: x)
+    with pytest.raises(ConfigurationError, match="function"):
+        engine.workflow(concurrency=1, concurrency_key="customer")(lambda x: x)  # type: ignore[arg-type]
+
+    @engine.workflow(concurrency=1, concurrency_key=lambda job: job.n)
+    def not_a_str(job: Job) -> None:
+        return None
+
+    @engine.workflow(concurrency=1, concurrency_key=lambda job: job.missing)
+    def raises(job: Job) -> None:
+        return None
+
+    with pytest.raises(InputValidationError, match="must return a str"):
+        engine.start(not_a_str, Job(customer="a", n=1))
+    with pytest.raises(InputValidationError, match="failed on the input"):
+        engine.start(raises, Job(customer="a", n=1))
+    assert engine.list() == []  # nothing was written
+
+
+# --- debounce ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_debounced_starts_fold_into_one_run_with_the_last_input(engine: Engine, kind: str) -> None:
+    runs: list[int] = []
+    if kind == "sync":
+
+        @engine.workflow
+        def sync_user(n: int) -> int:
+            runs.append(n)
+            return n
+
+    else:
+
+        @engine.workflow
+        async def sync_user(n: int) -> int:
+            runs.append(n)
+            return n
+
+    with engine.running_worker(concurrency=4):
+        handles = [
+            engine.start(sync_user, i, execution_id="sync-42", debounce=0.4) for i in range(50)
+        ]
+        last_start = time.monotonic()
+        assert handles[0].created and not any(h.created for h in handles[1:])
+        assert engine.store.get("sync-42").status is Status.PENDING  # type: ignore[union-attr]
+        assert handles[-1].result(timeout=10) == 49
+        waited = time.monotonic() - last_start
+    assert runs == [49]
+    assert waited >= 0.3  # it ran about `debounce` after the last start, not the first
+    # Once it ran, a start of the same id returns it as it is.
+    again = engine.start(sync_user, 7, execution_id="sync-42", debounce=0.4)
+    assert not again.created and again.result(timeout=1) == 49
+
+
+def test_debounce_bad_input_is_refused(engine: Engine) -> None:
+    @engine.workflow
+    def wf(n: int) -> int:
+        return n
+
+    @engine.workflow(concurrency=1)
+    def capped(n: int) -> int:
+        return n
+
+    for bad in (-1.0, 0, float("nan"), float("inf"), True, "2"):
+        with pytest.raises(InvalidArgumentError, match="debounce"):
+            engine.start(wf, 1, execution_id="x", debounce=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="execution_id"):
+        engine.start(wf, 1, debounce=1.0)
+    with pytest.raises(InvalidArgumentError, match="concurrency limit"):
+        engine.start(capped, 1, execution_id="y", debounce=1.0)
+    assert engine.list() == []
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+    return value
