@@ -124,8 +124,9 @@ def test_at_most_n_run_at_once_and_they_are_admitted_in_start_order(
         assert [h.result(timeout=30) for h in handles] == list(range(8))
     assert tracker.peak["*"] == 2  # reached, never passed
     firsts = [n for _, n in tracker.order]
-    # Admission is FIFO: the first two start together, then one per slot freed.
-    assert sorted(firsts[:2]) == [0, 1] and firsts[2:] == sorted(firsts[2:])
+    # Admission is FIFO: two slots, so an execution starts at most one place out of order.
+    assert sorted(firsts) == list(range(8))
+    assert all(abs(n - i) <= 1 for i, n in enumerate(firsts)), firsts
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

@@ -1,0 +1,196 @@
+"""Concurrency limits on a real 3-node rqlite cluster with real worker processes.
+
+Workers are ``raftflow worker tests.apps.limits:engine`` processes, each entering the cluster
+through a different node. How many executions hold a lease at once is sampled from the
+database (not from logs) while they run; the step logs add when and where each step ran.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from raftflow.engine import Engine, Status
+from raftflow.transports.flow import Request, Statement
+from raftflow.transports.rqlite.local import LocalCluster
+
+from tests.apps import limits
+from tests.apps.limits import Job, peak_overlap, runs
+from tests.integration.workers import rotated_url, workers
+from tests.support import wait_until
+
+APP = "tests.apps.limits:engine"
+
+#: Executions of a workflow whose event a worker leases now (parked ones hold no lease).
+LEASES = """
+SELECT COUNT(*) AS leases FROM messages AS m JOIN executions AS e ON e.id = m.group_id
+WHERE e.workflow = :workflow AND m.locked_by IS NOT NULL AND m.locked_by <> '__parked__'
+  AND m.lock_expiry >= :now
+"""
+
+
+@pytest.fixture
+def engine(cluster: LocalCluster) -> Iterator[Engine]:
+    limits.engine.connect(rotated_url(cluster.urls, 0))
+    yield limits.engine
+    limits.engine.close()
+
+
+def weak_rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
+    """A weak read: answered by the leader, no Raft entry (a strong read would be one)."""
+
+    def flow() -> Any:
+        response = yield Request((Statement("test.read", sql, params),), level="weak")
+        return response.raise_for_errors()[0].dicts()
+
+    return engine.backend.run(flow())
+
+
+class LeaseSampler:
+    """Samples, in a thread, how many executions of ``workflow`` hold a lease at once."""
+
+    def __init__(self, engine: Engine, workflow: str) -> None:
+        self.engine, self.workflow = engine, workflow
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rows = weak_rows(self.engine, LEASES, workflow=self.workflow, now=time.time())
+            self.samples.append(int(rows[0]["leases"]))
+            time.sleep(0.01)
+
+    def __enter__(self) -> LeaseSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.mark.parametrize("workflow", ["capped", "acapped"])
+def test_a_limit_of_2_across_3_workers_of_8_never_shows_3_leases(
+    engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
+) -> None:
+    jobs = [Job(log_dir=str(tmp_path), n=i, work=0.15) for i in range(16)]
+    with workers(APP, cluster.urls, 3, tmp_path / "logs", concurrency=8):
+        with LeaseSampler(engine, workflow) as sampler:
+            handles = [engine.start(workflow, job) for job in jobs]
+            results = [handle.result(timeout=120) for handle in handles]
+    assert results == list(range(16))
+    assert len(sampler.samples) > 100
+    assert max(sampler.samples) == 2, sampler.samples  # reached, never passed
+    lines = runs(str(tmp_path))
+    assert peak_overlap(lines) == 2
+    assert len({line["pid"] for line in lines}) >= 2  # the slots moved between processes
+    firsts = [line["n"] for line in lines if line["event"] == "start" and line["step"] == 0]
+    # FIFO admission: two slots, so an execution starts at most one place out of order.
+    assert sorted(firsts) == list(range(16))
+    assert all(abs(n - i) <= 1 for i, n in enumerate(firsts)), firsts
+
+
+@pytest.mark.parametrize("workflow", ["per_customer", "aper_customer"])
+def test_one_at_a_time_per_key_in_start_order_across_processes(
+    engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
+) -> None:
+    jobs = [Job(log_dir=str(tmp_path), customer=c, n=i, work=0.05) for i in range(6) for c in "ab"]
+    with workers(APP, cluster.urls, 3, tmp_path / "logs", concurrency=4):
+        with LeaseSampler(engine, workflow) as sampler:
+            handles = [engine.start(workflow, job) for job in jobs]
+            for handle in handles:
+                handle.result(timeout=120)
+    lines = runs(str(tmp_path))
+    for customer in "ab":
+        mine = [line for line in lines if line["customer"] == customer]
+        assert peak_overlap(mine) == 1
+        firsts = [line["n"] for line in mine if line["event"] == "start" and line["step"] == 0]
+        assert firsts == list(range(6))  # FIFO within the key
+    assert max(sampler.samples) <= 2  # one per key
+
+
+def raft_applied_index(cluster: LocalCluster) -> int:
+    for node in cluster.nodes:
+        raft = httpx.get(node.url + "/status", timeout=5).json()["store"]["raft"]
+        if raft["state"] == "Leader":
+            return int(raft["applied_index"])
+    raise AssertionError("no leader")
+
+
+def test_waiting_executions_cost_no_raft_entry(
+    engine: Engine, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    first = engine.start(limits.holder, "go")
+    waiting = [engine.start(limits.holder, "go") for _ in range(20)]
+    with workers(APP, cluster.urls, 2, tmp_path / "logs", concurrency=8):
+        wait_until(  # the holder runs, parked in its recv; the 20 others wait for its slot
+            lambda: weak_rows(
+                engine, "SELECT status FROM steps WHERE execution_id = :id", id=first.id
+            )
+            == [{"status": "waiting"}],
+            timeout=30,
+        )
+        time.sleep(1.0)
+        before = raft_applied_index(cluster)
+        time.sleep(5.0)
+        entries = raft_applied_index(cluster) - before
+        statuses = {engine.store.get(h.id).status for h in waiting}  # type: ignore[union-attr]
+        # 2 idle workers and 21 waiting executions over 5 s: at most the workers' presence
+        # beats (one entry per worker per 10 s); the waiting executions add none.
+        print(f"Raft entries in 5 s with 21 executions waiting: {entries}")
+        assert entries <= 2, entries
+        assert statuses == {Status.PENDING}
+        engine.send(first.id, "done", topic="go")
+        assert first.result(timeout=30) == "done"
+        for handle in waiting:
+            engine.send(handle.id, handle.id, topic="go")
+        assert [h.result(timeout=60) for h in waiting] == [h.id for h in waiting]
+
+
+def test_a_worker_killed_in_a_slot_gives_it_up_at_lease_expiry(
+    engine: Engine, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The slot belongs to the execution: when its worker dies the others keep waiting, the
+    lease lapses, and another worker takes the execution over -- then the rest run."""
+    visibility = 4.0
+    jobs = [Job(log_dir=str(tmp_path), customer="k", n=i, work=1.5) for i in range(3)]
+    with workers(
+        APP, cluster.urls, 2, tmp_path / "logs", concurrency=4, visibility=visibility
+    ) as procs:
+        with LeaseSampler(engine, "per_customer") as sampler:
+            handles = [engine.start(limits.per_customer, job) for job in jobs]
+            started = wait_until(
+                lambda: [line for line in runs(str(tmp_path)) if line["event"] == "start"],
+                timeout=30,
+            )[0]
+            victim = next(p for p in procs if p.pid == started["pid"])
+            victim.kill(signal.SIGKILL)
+            killed_at = time.time()
+            results = [handle.result(timeout=60) for handle in handles]
+    assert results == [0, 1, 2]
+    assert max(sampler.samples) == 1, sampler.samples
+    lines = runs(str(tmp_path))
+    # The killed execution went on elsewhere after its lease lapsed, before the others ran.
+    resumed = [
+        line
+        for line in lines
+        if line["execution"] == started["execution"]
+        and line["event"] == "start"
+        and line["pid"] != victim.pid
+    ]
+    assert resumed, lines
+    assert resumed[0]["at"] >= killed_at + visibility - 1.5  # not before the lease lapsed
+    assert resumed[0]["at"] <= killed_at + visibility + 10  # and soon after it did
+    others = [line for line in lines if line["execution"] != started["execution"]]
+    assert all(line["at"] > resumed[0]["at"] for line in others)  # they waited for the slot
+    assert [line["n"] for line in others if line["event"] == "start" and line["step"] == 0] == [
+        1,
+        2,
+    ]
