@@ -39,6 +39,7 @@ from raftflow.engine.errors import (
 )
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
+from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.retry import Retry
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
@@ -62,6 +63,7 @@ __all__ = [
     "NotInWorkflowError",
     "PayloadTooLargeError",
     "RaftflowError",
+    "RateLimit",
     "ResultTimeoutError",
     "Retry",
     "SchemaError",

@@ -27,6 +27,7 @@ from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import HookChain, Hooks
 from raftflow.engine.local import LocalWorkers
+from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.retry import Retry
 from raftflow.engine.steppath import call_step
@@ -228,6 +229,7 @@ class Engine(DurableCalls):
         name: str | None = None,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]: ...
 
     def step(
@@ -238,6 +240,7 @@ class Engine(DurableCalls):
         name: str | None = None,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Any:
         """Register a step: its result is checkpointed, so it runs once per execution
         (at least once: again only if a worker dies before recording it).
@@ -248,10 +251,12 @@ class Engine(DurableCalls):
         it again after a failure (:class:`~raftflow.engine.retry.Retry`); ``timeout``: an
         attempt running longer fails with :class:`StepTimeoutError` (an async step is
         cancelled; a sync step's thread cannot be, and its late result is dropped).
+        ``rate_limit``: at most so many starts (attempts) per period cluster-wide, per key
+        (:class:`~raftflow.engine.ratelimit.RateLimit`); a call over it waits for its turn.
         """
 
         def register(fn: F) -> F:
-            definition = StepDef.of(fn, name, retry=retry, timeout=timeout)
+            definition = StepDef.of(fn, name, retry=retry, timeout=timeout, rate_limit=rate_limit)
             self.registry.add_step(definition)
             return _step_wrapper(fn, definition)  # type: ignore[return-value]
 

@@ -17,6 +17,7 @@ from typing import Any
 import pydantic
 from pydantic_core import PydanticSerializationError
 from raftflow.engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
+from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.retry import Retry
 from raftflow.transports.payload import check_id, check_seconds
 
@@ -66,6 +67,7 @@ class StepDef:
     output: Codec
     retry: Retry | None = None
     timeout: float | None = None  # of one attempt, in seconds
+    rate_limit: RateLimit | None = None
 
     @classmethod
     def of(
@@ -75,10 +77,15 @@ class StepDef:
         *,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> StepDef:
         hints = _hints(fn)
         if retry is not None and not isinstance(retry, Retry):
             raise ConfigurationError(f"retry must be a Retry, not {type(retry).__name__}")
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise ConfigurationError(
+                f"rate_limit must be a RateLimit, not {type(rate_limit).__name__}"
+            )
         return cls(
             name=check_id(name or fn.__name__, what="step name"),
             fn=fn,
@@ -86,6 +93,7 @@ class StepDef:
             output=Codec.of(hints["return"]) if "return" in hints else ANY,
             retry=retry,
             timeout=_timeout(timeout),
+            rate_limit=rate_limit,
         )
 
 

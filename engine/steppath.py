@@ -123,6 +123,10 @@ def call_step(
         if record is not None:  # retrying: the next attempt is due at wake_at
             yield from wait_until(run, record.wake_at or 0.0)
         attempt = 1 if record is None else record.attempts + 1
+        if step.rate_limit is not None:  # wait for a start time under the limit
+            yield from wait_until(
+                run, (yield from rate_slot(run, step, index, attempt, args, kwargs))
+            )
         started = run.now()
         info = StepInfo(run.execution_id, index, step.name, attempt)
         outcome: Outcome = yield RunStep(step, args, kwargs, info)
@@ -138,6 +142,26 @@ def call_step(
         )
         return run.result(step, record, cause=error)
     return run.result(step, record)
+
+
+def rate_slot(
+    run: Activation,
+    step: StepDef,
+    index: int,
+    attempt: int,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> StepFlow[float]:
+    """The start time reserved for this attempt under the step's rate limit (the same one
+    when asked again: after a park, the replay finds its own reservation)."""
+    limit = step.rate_limit
+    assert limit is not None
+    key = limit.key_for(step.name, args, kwargs)
+    token = f"{run.execution_id}:{index}:{attempt}"
+    outcome: Outcome = yield Io(run.host.store.reserve_rate(key, token, limit.limit, limit.per))
+    if outcome.error is not None:
+        raise outcome.error
+    return float(outcome.value)
 
 
 def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, StepRecord | None]]:

@@ -267,6 +267,26 @@ class StoreFlows:
         params["now"] = yield from self.clock.now()
         (yield Request((QUERIES("set_event", params),))).raise_for_errors()
 
+    def reserve_rate(self, key: str, token: str, limit: int, per: float) -> Flow[float]:
+        """Reserve a start time under a rate limit (one request): the earliest that keeps
+        at most ``limit`` starts of ``key`` in any ``per`` seconds, after every earlier
+        reservation. Idempotent by ``token``: asking again returns the same time."""
+        check_id(key, what="rate limit key")
+        now = yield from self.clock.now()
+        params = {"key": key, "token": token, "limit": limit, "per": per, "now": now}
+        response = yield Request(
+            (
+                QUERIES("rate_forget", params),
+                QUERIES("rate_reserve", params),
+                QUERIES("rate_reserved", params),
+            ),
+            transaction=True,
+        )
+        row = response.raise_for_errors()[2].first()
+        if row is None:
+            raise InvalidArgumentError(f"no start time could be reserved for {key!r}")
+        return float(row["at"])
+
     def get_event(self, execution_id: str, key: str) -> Flow[tuple[bool, Any]]:
         """(found, value) of an execution's event ``key`` (a weak read; a miss is read again
         at ``strong`` before it is believed)."""

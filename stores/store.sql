@@ -254,3 +254,23 @@ ORDER BY created_at DESC, id LIMIT :limit;
 -- name: count_by_status_since
 -- The dashboard's live counts: one index range per status, bounded by the time window.
 SELECT COUNT(*) AS n FROM executions WHERE status = :status AND created_at >= :since;
+
+-- ---------------------------------------------------------------- rate limits (migration 7)
+
+-- name: rate_forget
+-- Reservations older than the window (and a minute) can no longer delay anyone.
+DELETE FROM rate_slots WHERE key = :key AND at < :now - :per - 60;
+
+-- name: rate_reserve
+-- The earliest time at or after the key's last reservation (FIFO) that leaves at most
+-- :limit reservations in any :per seconds: :per after the :limit-th latest one.
+INSERT INTO rate_slots (key, token, at)
+SELECT :key, :token, max(
+  :now,
+  COALESCE((SELECT MAX(at) FROM rate_slots WHERE key = :key), :now),
+  COALESCE((SELECT at FROM rate_slots WHERE key = :key
+            ORDER BY at DESC LIMIT 1 OFFSET :limit - 1), :now - :per) + :per)
+WHERE NOT EXISTS (SELECT 1 FROM rate_slots WHERE key = :key AND token = :token);
+
+-- name: rate_reserved
+SELECT at FROM rate_slots WHERE key = :key AND token = :token;

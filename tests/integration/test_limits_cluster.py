@@ -81,10 +81,12 @@ def test_a_limit_of_2_across_3_workers_of_8_never_shows_3_leases(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
 ) -> None:
     jobs = [Job(log_dir=str(tmp_path), n=i, work=0.15) for i in range(16)]
-    with workers(APP, cluster.urls, 3, tmp_path / "logs", concurrency=8):
-        with LeaseSampler(engine, workflow) as sampler:
-            handles = [engine.start(workflow, job) for job in jobs]
-            results = [handle.result(timeout=120) for handle in handles]
+    with (
+        workers(APP, cluster.urls, 3, tmp_path / "logs", concurrency=8),
+        LeaseSampler(engine, workflow) as sampler,
+    ):
+        handles = [engine.start(workflow, job) for job in jobs]
+        results = [handle.result(timeout=120) for handle in handles]
     assert results == list(range(16))
     assert len(sampler.samples) > 100
     assert max(sampler.samples) == 2, sampler.samples  # reached, never passed
@@ -102,11 +104,13 @@ def test_one_at_a_time_per_key_in_start_order_across_processes(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
 ) -> None:
     jobs = [Job(log_dir=str(tmp_path), customer=c, n=i, work=0.05) for i in range(6) for c in "ab"]
-    with workers(APP, cluster.urls, 3, tmp_path / "logs", concurrency=4):
-        with LeaseSampler(engine, workflow) as sampler:
-            handles = [engine.start(workflow, job) for job in jobs]
-            for handle in handles:
-                handle.result(timeout=120)
+    with (
+        workers(APP, cluster.urls, 3, tmp_path / "logs", concurrency=4),
+        LeaseSampler(engine, workflow) as sampler,
+    ):
+        handles = [engine.start(workflow, job) for job in jobs]
+        for handle in handles:
+            handle.result(timeout=120)
     lines = runs(str(tmp_path))
     for customer in "ab":
         mine = [line for line in lines if line["customer"] == customer]
@@ -131,10 +135,10 @@ def test_waiting_executions_cost_no_raft_entry(
     waiting = [engine.start(limits.holder, "go") for _ in range(20)]
     with workers(APP, cluster.urls, 2, tmp_path / "logs", concurrency=8):
         wait_until(  # the holder runs, parked in its recv; the 20 others wait for its slot
-            lambda: weak_rows(
-                engine, "SELECT status FROM steps WHERE execution_id = :id", id=first.id
-            )
-            == [{"status": "waiting"}],
+            lambda: (
+                weak_rows(engine, "SELECT status FROM steps WHERE execution_id = :id", id=first.id)
+                == [{"status": "waiting"}]
+            ),
             timeout=30,
         )
         time.sleep(1.0)
@@ -161,19 +165,21 @@ def test_a_worker_killed_in_a_slot_gives_it_up_at_lease_expiry(
     lease lapses, and another worker takes the execution over -- then the rest run."""
     visibility = 4.0
     jobs = [Job(log_dir=str(tmp_path), customer="k", n=i, work=1.5) for i in range(3)]
-    with workers(
-        APP, cluster.urls, 2, tmp_path / "logs", concurrency=4, visibility=visibility
-    ) as procs:
-        with LeaseSampler(engine, "per_customer") as sampler:
-            handles = [engine.start(limits.per_customer, job) for job in jobs]
-            started = wait_until(
-                lambda: [line for line in runs(str(tmp_path)) if line["event"] == "start"],
-                timeout=30,
-            )[0]
-            victim = next(p for p in procs if p.pid == started["pid"])
-            victim.kill(signal.SIGKILL)
-            killed_at = time.time()
-            results = [handle.result(timeout=60) for handle in handles]
+    with (
+        workers(
+            APP, cluster.urls, 2, tmp_path / "logs", concurrency=4, visibility=visibility
+        ) as procs,
+        LeaseSampler(engine, "per_customer") as sampler,
+    ):
+        handles = [engine.start(limits.per_customer, job) for job in jobs]
+        started = wait_until(
+            lambda: [line for line in runs(str(tmp_path)) if line["event"] == "start"],
+            timeout=30,
+        )[0]
+        victim = next(p for p in procs if p.pid == started["pid"])
+        victim.kill(signal.SIGKILL)
+        killed_at = time.time()
+        results = [handle.result(timeout=60) for handle in handles]
     assert results == [0, 1, 2]
     assert max(sampler.samples) == 1, sampler.samples
     lines = runs(str(tmp_path))

@@ -21,6 +21,7 @@ from raftflow import (
     InvalidArgumentError,
     Status,
     WorkflowCancelledError,
+    current_step,
 )
 
 
@@ -316,3 +317,104 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
     return value
+
+
+# --- rate limits ---------------------------------------------------------------------------
+
+
+def starts_per_window(times: list[float], window: float, slack: float) -> int:
+    """The most starts in any ``window`` seconds (less ``slack``, for a start's jitter)."""
+    times = sorted(times)
+    end = window - slack - 1e-9
+    return max(sum(1 for u in times[i:] if u < t + end) for i, t in enumerate(times))
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_rate_limited_step_starts_at_most_n_per_period(engine: Engine, kind: str) -> None:
+    from raftflow import RateLimit
+
+    times: dict[str, float] = {}
+    limit = RateLimit(5, per=0.5)
+
+    def started() -> None:
+        info = current_step()
+        times[f"{info.execution_id}:{info.index}:{info.attempt}"] = time.time()
+
+    if kind == "sync":
+
+        @engine.step(rate_limit=limit)
+        def call_api(n: int) -> int:
+            started()
+            return n
+
+        @engine.workflow
+        def wf(n: int) -> int:
+            return call_api(n) + call_api(n + 100)
+
+    else:
+
+        @engine.step(rate_limit=limit)
+        async def call_api(n: int) -> int:
+            started()
+            return n
+
+        @engine.workflow
+        async def wf(n: int) -> int:
+            return await call_api(n) + await call_api(n + 100)
+
+    with engine.running_worker(concurrency=16):
+        handles = [engine.start(wf, i) for i in range(15)]
+        assert [h.result(timeout=30) for h in handles] == [2 * i + 100 for i in range(15)]
+    assert len(times) == 30
+    slots = {r["token"]: r["at"] for r in read(engine, "SELECT token, at FROM rate_slots")}
+    assert slots.keys() == times.keys()
+    # The reserved start times: never more than 5 in any 0.5 s; each step started at or
+    # after its own (a little after: the worker's work between reservation and call).
+    assert starts_per_window(list(slots.values()), 0.5, slack=0.0) <= 5
+    assert all(times[token] >= at - 0.005 for token, at in slots.items())
+    assert starts_per_window(list(times.values()), 0.5, slack=0.2) <= 5
+    elapsed = max(slots.values()) - min(slots.values())
+    assert 2.5 <= elapsed <= 2.7, elapsed  # 30 starts at 5 per 0.5 s
+
+
+def test_a_rate_limit_key_limits_each_key_apart_and_a_long_wait_parks(engine: Engine) -> None:
+    from raftflow import RateLimit
+
+    times: dict[str, list[float]] = {"a": [], "b": []}
+
+    @engine.step(rate_limit=RateLimit(1, per=1.5, key=lambda customer: customer))
+    def notify(customer: str) -> str:
+        times[customer].append(time.time())
+        return customer
+
+    @engine.workflow
+    def wf(customer: str) -> str:
+        return notify(customer)
+
+    with engine.running_worker(concurrency=8) as worker:
+        handles = [engine.start(wf, c) for c in "abab"]
+        for handle in handles:
+            handle.result(timeout=30)
+    for customer in "ab":
+        first, second = times[customer]
+        assert second - first >= 1.5 - 0.05
+    assert abs(times["a"][0] - times["b"][0]) < 1.0  # the keys did not wait for each other
+    # The 1.5 s waits parked (and came back by a claim, or a kept continuation).
+    assert worker.stats.claimed + worker.stats.resumed >= 2
+    rows = read(engine, "SELECT key, COUNT(*) AS n FROM rate_slots GROUP BY key ORDER BY key")
+    assert rows == [{"key": "notify:a", "n": 2}, {"key": "notify:b", "n": 2}]
+
+
+def test_bad_rate_limits_are_refused(engine: Engine) -> None:
+    from raftflow import RateLimit
+
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(InvalidArgumentError, match="rate limit"):
+            RateLimit(bad)  # type: ignore[arg-type]
+    for per in (0, -1.0, float("nan"), "1"):
+        with pytest.raises(InvalidArgumentError, match="per"):
+            RateLimit(1, per=per)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="key"):
+        RateLimit(1, key=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="RateLimit"):
+        engine.step(rate_limit=10)(lambda: None)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ TABLES = (
     "events",
     "workers",
     "worker_duties",
+    "rate_slots",
 )
 HOT_PATH = [
     (QUEUE, "publish"),
@@ -58,6 +59,9 @@ HOT_PATH = [
     (STORE, "steps"),
     (STORE, "list_by_status"),
     (STORE, "set_trace_context"),
+    (STORE, "rate_forget"),
+    (STORE, "rate_reserve"),
+    (STORE, "rate_reserved"),
     # What operators read (CLI, dashboard) and what workers write about themselves.
     (STORE, "list_recent"),
     (STORE, "list_by_status_since"),
@@ -116,6 +120,7 @@ PARAMS = {
     "started_at": 0.0,
     "steps": 0,
     "running": 0,
+    "per": 1.0,
     **dict.fromkeys(
         [
             "parent_id",

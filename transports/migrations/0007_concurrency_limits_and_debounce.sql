@@ -1,5 +1,6 @@
 -- Migration 7: cluster-wide concurrency limits (@engine.workflow(concurrency=...,
--- concurrency_key=...)) and debounced starts (engine.start(..., debounce=...)).
+-- concurrency_key=...)), rate limits of steps (@engine.step(rate_limit=...)) and debounced
+-- starts (engine.start(..., debounce=...)).
 --
 -- A concurrency limit is a count of *admitted* executions per limit key: an execution of a
 -- limited workflow is admitted (it holds one of the key's slots) from the moment a slot is
@@ -17,6 +18,8 @@
 -- A debounced start parks the execution's first event until `debounce_until`; a start of
 -- the same id while it is still pending and parked takes the new input and pushes the
 -- deadline (one statement, ordered by Raft against the claim).
+--
+-- A rate limit is a table of reserved start times per key (`rate_slots`, below).
 --
 -- Rolling upgrade: expand only. Workers of version 6 keep running beside version 7: the
 -- new columns have defaults (`admitted` 1: their executions are unlimited), and the
@@ -147,3 +150,19 @@ CREATE TRIGGER execution_start INSTEAD OF INSERT ON execution_starts BEGIN
             COALESCE(NEW.lease_expiry, NEW.debounce_until),
             NEW.lease_token IS NOT NULL);
 END;
+
+-- name: rate_slots
+-- @engine.step(rate_limit=RateLimit(n, per=seconds, key=...)): the start times reserved
+-- for a rate limit's key. A reservation takes the earliest time at or after the last one
+-- that leaves at most n reservations in any `per` seconds; the step waits for it (parked
+-- when it is far). `token` ("<execution>:<call index>:<attempt>") makes a reservation
+-- idempotent: the replay after a park, or a retried request, finds its own.
+CREATE TABLE rate_slots (
+  key   TEXT NOT NULL,
+  token TEXT NOT NULL,
+  at    REAL NOT NULL,
+  PRIMARY KEY (key, token)
+) WITHOUT ROWID;
+
+-- name: rate_slots.by_time
+CREATE INDEX rate_slots_by_time ON rate_slots (key, at);
