@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, current_step
+from raftflow.engine import Engine, RateLimit, current_step
 
 engine = Engine()
 
@@ -37,6 +37,8 @@ def _log(job: Job, event: str) -> None:
         "event": event,
         "at": time.time(),
         "pid": os.getpid(),
+        # How far this worker's cluster clock is ahead of this machine's.
+        "skew": engine.backend.queue.clock.estimate() - time.time(),
     }
     with open(os.path.join(job.log_dir, f"{os.getpid()}.jsonl"), "a") as log:
         log.write(json.dumps(line) + "\n")
@@ -86,6 +88,46 @@ async def aper_customer(job: Job) -> int:
 def holder(topic: str) -> Any:
     """Holds its slot, parked in a recv, until a message comes."""
     return engine.recv(topic, timeout=600)
+
+
+@engine.step(rate_limit=RateLimit(10, per=1.0))
+def ping(job: Job) -> int:
+    _log(job, "start")
+    return job.n
+
+
+@engine.step(rate_limit=RateLimit(10, per=1.0, key=lambda job: job.customer))
+async def aping(job: Job) -> int:
+    _log(job, "start")
+    return job.n
+
+
+@engine.workflow
+def rated(job: Job) -> int:
+    return ping(job)
+
+
+@engine.workflow
+async def arated(job: Job) -> int:
+    return await aping(job)
+
+
+@engine.workflow
+def debounced(job: Job) -> int:
+    _log_run(job)
+    return job.n
+
+
+@engine.workflow
+async def adebounced(job: Job) -> int:
+    _log_run(job)
+    return job.n
+
+
+def _log_run(job: Job) -> None:
+    line = {"run": job.n, "at": time.time(), "pid": os.getpid(), "event": "run"}
+    with open(os.path.join(job.log_dir, f"{os.getpid()}.jsonl"), "a") as log:
+        log.write(json.dumps(line) + "\n")
 
 
 def runs(log_dir: str) -> list[dict[str, Any]]:

@@ -366,15 +366,17 @@ def test_a_rate_limited_step_starts_at_most_n_per_period(engine: Engine, kind: s
         handles = [engine.start(wf, i) for i in range(15)]
         assert [h.result(timeout=30) for h in handles] == [2 * i + 100 for i in range(15)]
     assert len(times) == 30
-    slots = {r["token"]: r["at"] for r in read(engine, "SELECT token, at FROM rate_slots")}
+    reserved = read(engine, "SELECT token, at FROM rate_slots ORDER BY at")
+    # The time each start used: its attempt's last reservation (a late start reserves again).
+    slots = {":".join(r["token"].split(":")[:3]): r["at"] for r in reserved}
     assert slots.keys() == times.keys()
     # The reserved start times: never more than 5 in any 0.5 s; each step started at or
     # after its own (a little after: the worker's work between reservation and call).
-    assert starts_per_window(list(slots.values()), 0.5, slack=0.0) <= 5
+    assert starts_per_window([r["at"] for r in reserved], 0.5, slack=0.0) <= 5
     assert all(times[token] >= at - 0.005 for token, at in slots.items())
     assert starts_per_window(list(times.values()), 0.5, slack=0.2) <= 5
     elapsed = max(slots.values()) - min(slots.values())
-    assert 2.5 <= elapsed <= 2.7, elapsed  # 30 starts at 5 per 0.5 s
+    assert 2.5 <= elapsed <= 3.5, elapsed  # 30 starts at 5 per 0.5 s
 
 
 def test_a_rate_limit_key_limits_each_key_apart_and_a_long_wait_parks(engine: Engine) -> None:
@@ -382,7 +384,7 @@ def test_a_rate_limit_key_limits_each_key_apart_and_a_long_wait_parks(engine: En
 
     times: dict[str, list[float]] = {"a": [], "b": []}
 
-    @engine.step(rate_limit=RateLimit(1, per=1.5, key=lambda customer: customer))
+    @engine.step(rate_limit=RateLimit(1, per=2.5, key=lambda customer: customer))
     def notify(customer: str) -> str:
         times[customer].append(time.time())
         return customer
@@ -397,7 +399,7 @@ def test_a_rate_limit_key_limits_each_key_apart_and_a_long_wait_parks(engine: En
             handle.result(timeout=30)
     for customer in "ab":
         first, second = times[customer]
-        assert second - first >= 1.5 - 0.05
+        assert second - first >= 2.5 - 0.05
     assert abs(times["a"][0] - times["b"][0]) < 1.0  # the keys did not wait for each other
     # The 1.5 s waits parked (and came back by a claim, or a kept continuation).
     assert worker.stats.claimed + worker.stats.resumed >= 2
