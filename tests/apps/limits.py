@@ -66,6 +66,13 @@ def capped(job: Job) -> int:
     return work(job)
 
 
+@engine.workflow
+def uncapped(job: Job) -> int:
+    """``capped`` without the limit: what the limit costs is the difference."""
+    work(job)
+    return work(job)
+
+
 @engine.workflow(concurrency=2)
 async def acapped(job: Job) -> int:
     await awork(job)
@@ -105,6 +112,11 @@ async def aping(job: Job) -> int:
 @engine.workflow
 def rated(job: Job) -> int:
     return ping(job)
+
+
+@engine.workflow
+def unrated(job: Job) -> int:
+    return work(job)
 
 
 @engine.workflow

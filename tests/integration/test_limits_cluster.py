@@ -270,3 +270,55 @@ def test_debounce_folds_50_starts_into_one_run(
     lines = runs(str(tmp_path))
     assert [line["run"] for line in lines] == [49]  # one run, with the last input
     assert lines[0]["at"] >= last_start + 1.0 - 0.1  # a debounce after the last start
+
+
+def test_what_limits_cost_in_raft_entries(
+    engine: Engine, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The Raft entries of each action, limited and not (one worker in this process; the
+    figures are in docs/performance.md)."""
+    n = 20
+    costs: dict[str, float] = {}
+
+    def entries(label: str, action: Any) -> None:
+        before = raft_applied_index(cluster)
+        action()
+        costs[label] = (raft_applied_index(cluster) - before) / n
+
+    def run_all(workflow: str, concurrency: int = 8) -> None:
+        jobs = [Job(log_dir=str(tmp_path), n=i, work=0.0) for i in range(n)]
+        handles: list[Any] = []
+        entries(
+            f"start {workflow}", lambda: handles.extend(engine.start(workflow, j) for j in jobs)
+        )
+        claims: list[int] = []
+
+        def run() -> None:
+            with engine.running_worker(concurrency=concurrency) as worker:
+                for handle in handles:
+                    handle.result(timeout=60)
+                claims.append(worker.stats.claims)
+
+        label = f"{workflow} (worker concurrency {concurrency})"
+        entries(f"run {label}", run)  # with the worker's start and stop (its presence)
+        costs[f"claims {label}"] = claims[0] / n
+
+    for workflow in ("uncapped", "capped", "unrated", "rated"):
+        run_all(workflow)
+    run_all("uncapped", concurrency=2)  # as many at once as the limit lets run
+    job = Job(log_dir=str(tmp_path), n=0)
+    entries(
+        "debounced start",
+        lambda: [engine.start("debounced", job, execution_id="d", debounce=60) for _ in range(n)],
+    )
+    for label, value in costs.items():
+        print(f"COST {label}: {value:.2f} per execution")
+    assert costs["start uncapped"] == costs["start capped"] == 1.0  # the gate: same statement
+    assert costs["debounced start"] == 1.0  # a fold is the start's one statement
+    # A limited execution costs what an unlimited one does when as many run at once (its
+    # admission rides on the commit that finishes the one before it); fewer at once
+    # batch less than 8 would.
+    capped = costs["run capped (worker concurrency 8)"]
+    assert capped <= costs["run uncapped (worker concurrency 2)"] + 0.5
+    rated = costs["run rated (worker concurrency 8)"]
+    assert rated <= costs["run unrated (worker concurrency 8)"] + 3.0  # reserve, park, claim
