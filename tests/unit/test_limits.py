@@ -217,6 +217,27 @@ def test_a_resumed_execution_waits_for_a_slot_again(engine: Engine) -> None:
         assert failed.result(timeout=10) == "boom"
 
 
+def test_a_fork_of_a_limited_execution_waits_for_a_slot(engine: Engine) -> None:
+    @engine.workflow(concurrency=1)
+    def holder(topic: str) -> Any:
+        return engine.recv(topic, timeout=60)
+
+    first = engine.start(holder, "go")
+    with engine.running_worker(concurrency=4):
+        engine.send(first.id, "one", topic="go")
+        assert first.result(timeout=10) == "one"
+        second = engine.start(holder, "go")
+        wait_for(lambda: engine.store.get(second.id).status is Status.RUNNING)  # type: ignore[union-attr]
+        fork = engine.fork(first.id, from_step=0, new_execution_id="forked")
+        time.sleep(0.3)
+        assert engine.store.get(fork.id).status is Status.PENDING  # type: ignore[union-attr]
+        engine.send(second.id, "two", topic="go")
+        assert second.result(timeout=10) == "two"
+        wait_for(lambda: engine.store.get(fork.id).status is Status.RUNNING)  # type: ignore[union-attr]
+        engine.send(fork.id, "three", topic="go")
+        assert fork.result(timeout=10) == "three"
+
+
 def test_a_child_workflow_obeys_its_limit(engine: Engine) -> None:
     tracker = Tracker()
     child = limited(engine, "sync", tracker, concurrency=1, name="child")

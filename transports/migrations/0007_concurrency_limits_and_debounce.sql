@@ -166,3 +166,28 @@ CREATE TABLE rate_slots (
 
 -- name: rate_slots.by_time
 CREATE INDEX rate_slots_by_time ON rate_slots (key, at);
+
+-- name: forks.drop_trigger
+DROP TRIGGER execution_fork;
+
+-- name: forks.trigger
+-- As migration 6's, and a fork of a limited execution queues for a slot of the same key.
+CREATE TRIGGER execution_fork INSTEAD OF INSERT ON execution_forks
+WHEN NOT EXISTS (SELECT 1 FROM executions WHERE id = NEW.id)
+BEGIN
+  SELECT RAISE(ABORT, 'raftflow: no such execution') WHERE NOT EXISTS (
+    SELECT 1 FROM executions WHERE id = NEW.source);
+  INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
+                          commit_id, deadline, limit_key, limit_max, admitted)
+    SELECT NEW.id, workflow, 'pending', input, priority, NEW.now, NEW.now, NEW.commit_id,
+           NULL, limit_key, limit_max, limit_key IS NULL
+    FROM executions WHERE id = NEW.source;
+  INSERT INTO steps (execution_id, idx, name, status, output, error, started_at, ended_at,
+                     worker_id, kind, attempts, wake_at, history)
+    SELECT NEW.id, idx, name, status, output, error, started_at, ended_at, worker_id, kind,
+           attempts, wake_at, history
+    FROM steps WHERE execution_id = NEW.source AND idx < NEW.from_step
+      AND status IN ('succeeded', 'failed');
+  INSERT INTO messages (group_id, event, priority, published_at)
+    SELECT NEW.id, NEW.event, priority, NEW.now FROM executions WHERE id = NEW.source;
+END;
