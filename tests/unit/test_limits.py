@@ -217,6 +217,20 @@ def test_a_resumed_execution_waits_for_a_slot_again(engine: Engine) -> None:
         assert failed.result(timeout=10) == "boom"
 
 
+def test_a_waiter_past_its_workflow_timeout_is_cancelled_without_a_slot(engine: Engine) -> None:
+    @engine.workflow(concurrency=1, timeout=1.0)
+    def holder(topic: str) -> Any:
+        return engine.recv(topic, timeout=60)
+
+    first = engine.start(holder, "go")
+    second = engine.start(holder, "go")
+    with engine.running_worker(concurrency=4):
+        for handle in (first, second):  # the holder's recv ends at its timeout; the waiter's too
+            with pytest.raises(WorkflowCancelledError):
+                handle.result(timeout=10)
+    assert engine.store.get(second.id).steps_done == 0  # type: ignore[union-attr]
+
+
 def test_a_fork_of_a_limited_execution_waits_for_a_slot(engine: Engine) -> None:
     @engine.workflow(concurrency=1)
     def holder(topic: str) -> Any:

@@ -67,12 +67,15 @@ BEGIN
 END;
 
 -- name: limits.gated_trigger
--- The group of an execution that waits for a slot is created gated; then the key's oldest
--- waiters are admitted while slots are free (this one, if nobody waits before it).
+-- The group of an execution that waits for a slot is created gated (until its workflow's
+-- timeout, if it has one: then a worker claims it only to cancel it); then the key's
+-- oldest waiters are admitted while slots are free (this one, if nobody waits before it).
 CREATE TRIGGER group_gated AFTER INSERT ON groups
 WHEN EXISTS (SELECT 1 FROM executions WHERE id = NEW.group_id AND admitted = 0)
 BEGIN
-  UPDATE groups SET ready_at = 1e18 WHERE group_id = NEW.group_id;
+  UPDATE groups SET ready_at = COALESCE(
+      (SELECT deadline FROM executions WHERE id = NEW.group_id), 1e18)
+    WHERE group_id = NEW.group_id;
   INSERT INTO limit_opens (key, max)
     SELECT limit_key, limit_max FROM executions WHERE id = NEW.group_id;
 END;
