@@ -204,7 +204,7 @@ def test_a_worker_killed_in_a_slot_gives_it_up_at_lease_expiry(
     ]
 
 
-@pytest.mark.parametrize("workflow, calls", [("rated", 130), ("arated", 60)])
+@pytest.mark.parametrize("workflow, calls", [("rated", 130), ("arated", 30)])
 def test_a_rate_limit_holds_across_processes(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str, calls: int
 ) -> None:
