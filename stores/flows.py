@@ -71,7 +71,7 @@ class StoreFlows:
         """Create the execution and its first event (one statement), or find it there.
 
         ``limit`` (key, slots): the execution waits, gated, for a slot of its key
-        (migration 7). ``debounce``: its first event is parked that long, and a start of
+        (migration 8). ``debounce``: its first event is parked that long, and a start of
         the same id while it still is folds into it (the new input, a new deadline)."""
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")

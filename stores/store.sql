@@ -255,7 +255,7 @@ ORDER BY created_at DESC, id LIMIT :limit;
 -- The dashboard's live counts: one index range per status, bounded by the time window.
 SELECT COUNT(*) AS n FROM executions WHERE status = :status AND created_at >= :since;
 
--- ---------------------------------------------------------------- rate limits (migration 7)
+-- ---------------------------------------------------------------- rate limits (migration 8)
 
 -- name: rate_forget
 -- Reservations older than the window (and a minute) can no longer delay anyone.

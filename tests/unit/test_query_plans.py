@@ -188,7 +188,7 @@ def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        # The reads of the `limit_open` trigger (migration 7), run by every start and
+        # The reads of the `limit_open` trigger (migration 8), run by every start and
         # every finish of a limited execution: the key's slots held, its oldest waiters.
         "SELECT COUNT(*) FROM executions WHERE limit_key = :k AND admitted = 1"
         " AND status IN ('pending', 'running')",

@@ -1,4 +1,4 @@
--- Migration 7: cluster-wide concurrency limits (@engine.workflow(concurrency=...,
+-- Migration 8: cluster-wide concurrency limits (@engine.workflow(concurrency=...,
 -- concurrency_key=...)), rate limits of steps (@engine.step(rate_limit=...)) and debounced
 -- starts (engine.start(..., debounce=...)).
 --
@@ -21,10 +21,11 @@
 --
 -- A rate limit is a table of reserved start times per key (`rate_slots`, below).
 --
--- Rolling upgrade: expand only. Workers of version 6 keep running beside version 7: the
+-- Rolling upgrade: expand only. Workers of version 7 keep running beside version 8: the
 -- new columns have defaults (`admitted` 1: their executions are unlimited), and the
 -- recreated start view keeps every old column, so their starts work as before. Only the
--- workflows that declare a limit or are started with debounce need version 7 workers.
+-- workflows that declare a limit or are started with debounce need version 8 workers.
+-- (Assigned number 0009: numbered 8 here because the loader wants 1..n on this branch.)
 
 -- name: executions.limit_key
 -- "<workflow>" or "<workflow>:<concurrency_key(input)>"; NULL: no limit.
