@@ -3,7 +3,10 @@
 ``chain`` runs ``steps`` steps one after another; a step does nothing (or sleeps
 ``sleep`` seconds), so what is measured is raftflow's own cost per step. ``chain_sync``
 is the same with a sync workflow and sync steps (run in the worker's thread pool).
-``one`` is the 1-step workflow of the end-to-end latency phase.
+``one`` is the 1-step workflow of the end-to-end latency phase. ``ledger`` is the
+``transactions`` phase's chain: each step is a transaction step that debits 1 from the
+execution's own account (guarded by ``expect_rows``) and appends a ledger row, both
+committed with the step's checkpoint.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import asyncio
 import time
 
 from pydantic import BaseModel
-from raftflow.engine import Engine
+from raftflow.engine import AsyncTransaction, Engine
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert, update
 
 engine = Engine()
 
@@ -52,3 +56,44 @@ def chain_sync(spec: Chain) -> int:
 @engine.workflow
 async def one(value: int) -> int:
     return await tick(value, 0.0)
+
+
+metadata = MetaData()
+accounts = Table(
+    "bench_accounts",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("balance", Integer, nullable=False),
+)
+ledger = Table(
+    "bench_ledger",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("account", String, nullable=False),
+    Column("idx", Integer, nullable=False),
+)
+
+
+class Ledger(BaseModel):
+    steps: int
+    account: str
+
+
+@engine.transaction
+async def debit(tx: AsyncTransaction, account: str, index: int) -> int:
+    tx.execute(
+        update(accounts)
+        .where(accounts.c.id == account, accounts.c.balance >= 1)
+        .values(balance=accounts.c.balance - 1),
+        expect_rows=1,
+    )
+    tx.execute(insert(ledger).values(account=account, idx=index))
+    return index
+
+
+@engine.workflow(name="ledger")
+async def ledger_chain(spec: Ledger) -> int:
+    total = 0
+    for i in range(spec.steps):
+        total += await debit(spec.account, i)
+    return total

@@ -159,6 +159,8 @@ def run_default(ctx: Context) -> dict[str, Any]:
     try:
         if "raftflow" in s.phases or "e2e" in s.phases:
             out["raftflow"] = run_raftflow(ctx, engine)
+        if "transactions" in s.phases:
+            out["transactions"] = run_raftflow(ctx, engine, transactions=True)
         if "latency" in s.phases:
             from bench.turnaround import run_latency
 
@@ -171,11 +173,13 @@ def run_default(ctx: Context) -> dict[str, Any]:
     raw_single = out.get("raw", {}).get("single_client", {}).get("writes_per_s")
     rf = out.get("raftflow", {}).get("steady_steps_per_s")
     nv = out.get("naive", {}).get("steady_steps_per_s")
+    tx = out.get("transactions", {}).get("steady_steps_per_s")
     out["ratios"] = {
         "raftflow_steps_per_raw_write": ratio(rf, raw_rate),
         "naive_steps_per_raw_write": ratio(nv, raw_rate),
         "raftflow_steps_per_raw_single_client_write": ratio(rf, raw_single),
         "raftflow_over_naive": ratio(rf, nv),
+        "transaction_steps_per_plain_step": ratio(tx, rf),
     }
     return out
 
@@ -190,6 +194,7 @@ def phase_count(settings: Settings) -> int:
     count = 1 + (2 if "raw" in settings.phases else 0)
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
+    count += 1 if "transactions" in settings.phases else 0
     count += 4 if "latency" in settings.phases else 0
     return count + (1 if "naive" in settings.phases else 0)
 

@@ -86,6 +86,22 @@ class BenchCluster:
             time.sleep(0.1)
         raise RuntimeError("no node reports itself Raft leader")
 
+    def settle(self, quiet: float = 0.25, timeout: float = 5.0) -> None:
+        """Wait until the leader's applied index has not moved for ``quiet`` seconds.
+
+        A phase ends when the parent sees every execution finished, which can be before
+        the worker that wrote the last commit has read its response (and counted it);
+        marking then would miss that entry. Waiting for the log to go quiet first makes
+        the count exact."""
+        deadline = time.monotonic() + timeout
+        last = self.raft_mark().applied_index
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = self.raft_mark().applied_index
+            if now == last:
+                return
+            last = now
+
     # -- plain HTTP (setup and progress only) -----------------------------------------
 
     def execute(self, statements: Sequence[Sequence[Any]], *, transaction: bool = True) -> Any:

@@ -79,6 +79,7 @@ class Measured:
 
     def end(self) -> Window:
         assert self._first is not None
+        self.ctx.cluster.settle()
         mark_all(self.children, 2)
         self.sampler.sample()
         t1 = time.time()
@@ -206,19 +207,24 @@ def start_executions(
     steps: int,
     label: str,
     on_progress: Callable[[], None] | None = None,
+    transactions: bool = False,
 ) -> tuple[list[str], str]:
     from bench import app
 
-    workflow = app.chain_sync if ctx.settings.sync else app.chain
-    spec = app.Chain(steps=steps, sleep=ctx.settings.step_sleep)
+    workflow: Any = app.chain_sync if ctx.settings.sync else app.chain
+    spec: Any = app.Chain(steps=steps, sleep=ctx.settings.step_sleep)
+    if transactions:
+        workflow = app.ledger_chain
     ids = []
     for i in range(count):
+        if transactions:
+            spec = app.Ledger(steps=steps, account=f"acct-{i}")
         ids.append(engine.start(workflow, spec).id)
         if i % 50 == 0:
             ctx.progress.update(f"{label}: started {i + 1:,}/{count:,} executions")
             if on_progress is not None:
                 on_progress()
-    return ids, workflow.__name__
+    return ids, "ledger" if transactions else workflow.__name__
 
 
 def wait_raftflow(
@@ -228,13 +234,18 @@ def wait_raftflow(
     total_steps: int,
     on_poll: Callable[[float, int], None] | None = None,
     interval: float = 0.25,
+    workflow: str | None = None,
 ) -> None:
-    """Poll (weak reads, no Raft entry) until every execution has finished."""
+    """Poll (weak reads, no Raft entry) until every execution (of ``workflow``) has
+    finished."""
     deadline = time.monotonic() + ctx.settings.phase_timeout
     while True:
         steps, finished = ctx.cluster.query(
-            "SELECT COALESCE(SUM(steps_done), 0), "
+            "SELECT (SELECT COUNT(*) FROM steps), "
             "COALESCE(SUM(status IN ('succeeded', 'failed')), 0) FROM executions"
+            " WHERE workflow = ? OR ? IS NULL",
+            workflow,
+            workflow,
         )[0]
         if on_poll is not None:
             on_poll(time.time(), int(steps))
@@ -384,22 +395,39 @@ def raftflow_summary(
     }
 
 
-def run_raftflow(ctx: Context, engine: Any) -> dict[str, Any]:
+def run_raftflow(ctx: Context, engine: Any, transactions: bool = False) -> dict[str, Any]:
+    """The E x K workload; with ``transactions`` each step is a transaction step that
+    debits its execution's account and appends a ledger row (the ``transactions``
+    phase), and the ledger is checked afterwards: debited exactly once per step."""
     s = ctx.settings
     progress = ctx.progress
-    progress.start(f"raftflow, {s.workers}x{s.concurrency}, {s.executions}x{s.steps}")
+    label = "transactions" if transactions else "raftflow"
+    progress.start(f"{label}, {s.workers}x{s.concurrency}, {s.executions}x{s.steps}")
+    if transactions:
+        from bench import app
+
+        engine.create_tables(app.metadata)
+        ctx.cluster.execute(
+            [["DELETE FROM bench_ledger"], ["DELETE FROM bench_accounts"]]
+            + [
+                ["INSERT INTO bench_accounts (id, balance) VALUES (?, ?)", f"acct-{i}", s.steps]
+                for i in range(s.executions)
+            ]
+        )
     children = start_workers(ctx, s.workers)
     e2e: dict[str, Any] | None = None
     try:
         with _sampler(ctx, children) as sampler:
             measured = Measured(ctx, children, sampler)
             measured.begin()
-            _ids, workflow = start_executions(ctx, engine, s.executions, s.steps, "raftflow")
-            wait_raftflow(ctx, children, s.executions, s.total_steps)
+            _ids, workflow = start_executions(
+                ctx, engine, s.executions, s.steps, label, transactions=transactions
+            )
+            wait_raftflow(ctx, children, s.executions, s.total_steps, workflow=workflow)
             win = measured.end()
             rss = sampler.rss_summary("workers", win.t[0], win.t[1])
             progress.done(f"{s.total_steps:,} steps in {win.seconds:.1f}s")
-            if "e2e" in s.phases:
+            if "e2e" in s.phases and not transactions:
                 e2e = run_e2e(ctx, engine, children)
             rss_all = sampler.rss_summary("workers")
         results = stop_all(children)
@@ -421,6 +449,23 @@ def run_raftflow(ctx: Context, engine: Any) -> dict[str, Any]:
     summary["worker_options"] = results[0].get("options", {}) if results else {}
     if e2e is not None:
         summary["e2e"] = e2e
+    if transactions:
+        rows_, balance = ctx.cluster.query(
+            "SELECT (SELECT COUNT(*) FROM bench_ledger),"
+            " (SELECT COALESCE(SUM(balance), 0) FROM bench_accounts)",
+            level="strong",
+        )[0]
+        doubled = ctx.cluster.query(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM bench_ledger GROUP BY account, idx"
+            " HAVING COUNT(*) > 1)",
+            level="strong",
+        )[0][0]
+        summary["ledger"] = {
+            "rows": int(rows_),
+            "balance_left": int(balance),
+            "doubled": int(doubled),
+            "exactly_once": int(rows_) == s.total_steps and int(balance) == 0 and not doubled,
+        }
     return summary
 
 

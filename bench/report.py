@@ -242,7 +242,33 @@ def render_default(results: dict[str, Any]) -> str:
         )
     if ratios.get("raftflow_over_naive"):
         lines.append(f"raftflow / naive steps/s: {ratios['raftflow_over_naive']:.1f}x")
+    tx = results.get("transactions", {})
+    if tx:
+        lines.append(_transactions_line(tx, rf, ratios))
     return "\n".join(lines)
+
+
+def _transactions_line(tx: dict[str, Any], rf: dict[str, Any], ratios: dict[str, Any]) -> str:
+    """The transactions phase next to the plain-step figures of the same run."""
+
+    def both(key: str, digits: int = 2) -> str:
+        return f"{_num(tx.get(key), digits)} (plain {_num(rf.get(key), digits)})"
+
+    cpu = {
+        name: _num(data["worker_cpu_seconds_per_1k_steps"] * 1000)
+        if data.get("worker_cpu_seconds_per_1k_steps") is not None
+        else DASH
+        for name, data in (("tx", tx), ("plain", rf))
+    }
+    ledger = tx.get("ledger", {})
+    return (
+        f"transaction steps: {both('steady_steps_per_s', 0)} steps/s, "
+        f"{_num(ratios.get('transaction_steps_per_plain_step'), 2)}x; Raft entries per step "
+        f"{both('raft_per_step_applied')}; round trips per step {both('round_trips_per_step')}; "
+        f"commits per commit request {both('commits_per_request')}; worker CPU ms per 1k "
+        f"steps {cpu['tx']} (plain {cpu['plain']}); ledger {ledger.get('rows')} rows, "
+        f"balance left {ledger.get('balance_left')}, exactly once {ledger.get('exactly_once')}"
+    )
 
 
 def render_scale(results: dict[str, Any]) -> str:

@@ -209,7 +209,7 @@ def rss_run(ctx: Context) -> dict[str, Any]:
             series.append((time.time(), 0))
 
             def poll() -> None:  # steps done so far, while the executions are being started
-                done = ctx.cluster.scalar("SELECT COALESCE(SUM(steps_done), 0) FROM executions")
+                done = ctx.cluster.scalar("SELECT COUNT(*) FROM steps")
                 series.append((time.time(), int(done)))
 
             _, workflow = start_executions(

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PHASES = ("raw", "raftflow", "e2e", "latency", "naive")
+PHASES = ("raw", "raftflow", "e2e", "transactions", "latency", "naive")
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,15 @@ from raftflow.engine.errors import (
     NotInWorkflowError,
     PayloadTooLargeError,
     RaftflowError,
+    RefusedStatementError,
     ResultTimeoutError,
     SchemaError,
     SchemaOutdatedError,
     SchemaTooNewError,
     StepError,
     StepTimeoutError,
+    TransactionAbortedError,
+    TransactionError,
     UnavailableError,
     UnknownWorkflowError,
     WorkflowCancelledError,
@@ -41,10 +44,12 @@ from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
 from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.retry import Retry
+from raftflow.engine.transaction import AsyncTransaction, Transaction
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 
 __all__ = [
+    "AsyncTransaction",
     "AttemptRecord",
     "Backend",
     "ConfigurationError",
@@ -64,6 +69,7 @@ __all__ = [
     "PayloadTooLargeError",
     "RaftflowError",
     "RateLimit",
+    "RefusedStatementError",
     "ResultTimeoutError",
     "Retry",
     "SchemaError",
@@ -74,6 +80,9 @@ __all__ = [
     "StepInfo",
     "StepRecord",
     "StepTimeoutError",
+    "Transaction",
+    "TransactionAbortedError",
+    "TransactionError",
     "UnavailableError",
     "UnknownWorkflowError",
     "Worker",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal
+from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal, Write
 from raftflow.engine.errors import (
     HistoryLimitError,
     InputValidationError,
@@ -37,6 +37,7 @@ from raftflow.engine.errors import (
     WorkflowError,
 )
 from raftflow.engine.events import RUN_TEXT
+from raftflow.engine.local import Outcome
 from raftflow.engine.registry import Codec, Registry, StepDef, WorkflowDef
 from raftflow.stores.base import AttemptRecord, ErrorInfo, Status, StepRecord
 from raftflow.transports.errors import InvalidArgumentError, RaftflowError
@@ -76,7 +77,7 @@ class Host(Protocol):
 
     def keep_turn(self, activation: Activation) -> bool: ...
 
-    def finished(self, execution_id: str, status: Status) -> None: ...
+    def finished(self, execution_id: str, outcome: Outcome) -> None: ...
 
     @property
     def sticky(self) -> bool:
@@ -109,6 +110,11 @@ class Staged:
     error: str | None
     attempt: str | None = None  # a failed attempt to append to the step's history
     consume_signal: int | None = None
+    # A transaction step's attempt: its writes (committed with this record or not at all),
+    # and what :func:`~raftflow.engine.steppath.rewind` needs if they are refused.
+    writes: tuple[Write, ...] = ()
+    previous: StepRecord | None = None
+    attempt_started: float = 0.0
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
@@ -141,6 +147,7 @@ class Activation:
         # The workflow code's side.
         self.next_index = 0
         self.staged: Staged | None = None
+        self.sent: Staged | None = None  # the staged call of the last commit sent
         self.in_step = False
         self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
         #: Set when the run gave up for a reason outside user code: hand the lease back.
@@ -243,9 +250,12 @@ class Activation:
         *,
         attempts: int = 1,
         previous: StepRecord | None = None,
+        writes: tuple[Write, ...] = (),
     ) -> StepRecord:
         """Keep a step's final outcome until its commit (with the next call, or the
-        outcome): this code is then replayed, so only a crash in between re-runs it."""
+        outcome): this code is then replayed, so only a crash in between re-runs it.
+        ``writes``: a transaction step's, committed with the record (dropped when the
+        step failed)."""
         output, exc = self._encode(step.output, value, exc, f"step {step.name!r}")
         error = None if exc is None else to_json(error_info(exc).to_json(), what="step error")
         return self.stage(
@@ -258,6 +268,9 @@ class Activation:
             started=started if previous is None else previous.started_at,
             attempts=attempts,
             history=() if previous is None else previous.history,
+            writes=writes if exc is None else (),
+            previous=previous,
+            attempt_started=started,
         )
 
     def stage_retry(
@@ -311,6 +324,9 @@ class Activation:
         history: tuple[AttemptRecord, ...] = (),
         attempt: str | None = None,
         consume_signal: int | None = None,
+        writes: tuple[Write, ...] = (),
+        previous: StepRecord | None = None,
+        attempt_started: float = 0.0,
     ) -> StepRecord:
         """Keep the record of a call (JSON already encoded) until the next commit."""
         now = self.now()
@@ -330,7 +346,9 @@ class Activation:
             wake_at=wake_at,
             history=history,
         )
-        self.staged = Staged(record, output, error, attempt, consume_signal)
+        self.staged = Staged(
+            record, output, error, attempt, consume_signal, writes, previous, attempt_started
+        )
         self.recorded[index] = record
         self.last_index = max(self.last_index, index)
         return record
@@ -339,6 +357,7 @@ class Activation:
         """The commit of the staged call and of ``outcome``: a final status, or where the
         next event goes (kept by the turn, or parked: ``park_until``, ``wake_*``)."""
         staged, self.staged = self.staged, None
+        self.sent = staged
         commit = Commit(
             execution_id=self.execution_id,
             lease_seq=self.lease.seq,
@@ -361,6 +380,7 @@ class Activation:
                 step_wake_at=record.wake_at,
                 step_attempt=staged.attempt,
                 consume_signal=staged.consume_signal,
+                writes=staged.writes,
             )
         if commit.status is None or not commit.status.is_final:  # the run goes on
             commit = replace(
@@ -458,7 +478,10 @@ class Activation:
     def conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
         self.held = False
         if outcome.applied and commit.status is not None and commit.status.is_final:
-            self.host.finished(self.execution_id, commit.status)
+            self.host.finished(
+                self.execution_id,
+                Outcome(self.workflow.name, commit.status, commit.output, commit.error),
+            )
         if not outcome.applied:
             log.warning(
                 "execution %s: outcome not recorded (%s); another worker holds it",

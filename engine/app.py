@@ -22,6 +22,7 @@ from raftflow.engine.errors import (
     ConfigurationError,
     ExecutionConflictError,
     ExecutionNotFoundError,
+    NotInWorkflowError,
 )
 from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
@@ -30,7 +31,7 @@ from raftflow.engine.local import LocalWorkers
 from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.retry import Retry
-from raftflow.engine.steppath import call_step
+from raftflow.engine.steppath import call_step, call_transaction
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ExecutionRecord, Status
 from raftflow.stores.store import SqlStore
@@ -261,6 +262,61 @@ class Engine(DurableCalls):
             return _step_wrapper(fn, definition)  # type: ignore[return-value]
 
         return register(fn) if fn is not None else register
+
+    @overload
+    def transaction(self, fn: F, /) -> F: ...
+
+    @overload
+    def transaction(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def transaction(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Register a transaction step: a step whose SQL commits with its checkpoint.
+
+        Its first parameter is a :class:`~raftflow.engine.transaction.Transaction` (an
+        :class:`~raftflow.engine.transaction.AsyncTransaction` for an ``async def``) that
+        the engine passes: the workflow calls ``debit(account, amount)``. Reads
+        (``tx.query``, ``tx.first``, ``tx.scalar``) run at once and see committed state;
+        writes (``tx.execute``) are buffered and sent with the step's checkpoint in one
+        request (one Raft entry): the step's writes apply exactly once, with its record,
+        or not at all. ``expect_rows=n`` aborts the attempt (nothing written) when a write
+        changes another number of rows; an aborted attempt fails with
+        :class:`TransactionAbortedError`, retried per ``retry``, then :class:`StepError`.
+
+        Only inside a workflow (elsewhere :class:`NotInWorkflowError`); ``fn.__wrapped__``
+        is the plain function, to unit-test with a transaction of your own.
+        """
+
+        def register(fn: F) -> F:
+            definition = StepDef.of(fn, name, retry=retry, timeout=timeout)
+            self.registry.add_step(definition)
+            return _transaction_wrapper(fn, definition)  # type: ignore[return-value]
+
+        return register(fn) if fn is not None else register
+
+    def create_tables(self, metadata: Any) -> None:
+        """Create the tables (and indexes) of a SQLAlchemy ``MetaData`` in the engine's
+        database, ``IF NOT EXISTS``, in one request (one transaction): the application's
+        tables that transaction steps write live beside raftflow's own."""
+        from raftflow.engine.transaction import create_tables_request
+        from raftflow.transports.flow import single
+
+        self.backend.database.run(single(create_tables_request(metadata)))
 
     # -- executions -----------------------------------------------------------------------
 
@@ -516,6 +572,23 @@ def _step_wrapper(fn: Callable[..., Any], definition: StepDef) -> Callable[..., 
         if activation is None:
             return fn(*args, **kwargs)
         flow = call_step(activation, definition, args, kwargs)
+        return adrive(activation, flow) if activation.is_async else drive(activation, flow)
+
+    call.__raftflow_step__ = definition.name  # type: ignore[attr-defined]
+    return call
+
+
+def _transaction_wrapper(fn: Callable[..., Any], definition: StepDef) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        activation = current_activation()
+        if activation is None:
+            raise NotInWorkflowError(
+                f"transaction step {definition.name!r} runs only inside a workflow (the "
+                "engine passes its transaction); to test the function alone, call "
+                f"{fn.__name__}.__wrapped__(tx, ...)"
+            )
+        flow = call_transaction(activation, definition, args, kwargs)
         return adrive(activation, flow) if activation.is_async else drive(activation, flow)
 
     call.__raftflow_step__ = definition.name  # type: ignore[attr-defined]

@@ -15,6 +15,10 @@ The step path, and where each piece of its SQL lives (one hop each)::
                                            record the step, ack the event, publish the
                                            next one (kept leased to the worker while its
                                            turn lasts: no claim for the next step)
+    a transaction step's -- commit ------> the same, with its writes, in one transaction:
+    record (and writes)                    store.sql `transaction_fence`, the writes and
+                                           `transaction_rows`, the commit statements,
+                                           `transaction_recorded` (EngineFlows._transaction)
     a long step ----------- extend ------> transports/queue.sql `extend` (one per beat)
     end of a turn, drain -- release -----> transports/queue.sql `nack` (now or parked)
     a failed commit ------- hand_back ---> transports/queue.sql `release_group`
@@ -41,7 +45,7 @@ from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.flows import StoreFlows, execution_from_row, step_from_row
 from raftflow.transports.base import Lease
 from raftflow.transports.database import AsyncDatabase, Database, open_database
-from raftflow.transports.flow import Flow, Request, Response, Statement
+from raftflow.transports.flow import Flow, Request, Response, Result, Statement
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES, from_json
 from raftflow.transports.queue import QueueFlows
 from raftflow.transports.schema import ensure
@@ -81,6 +85,15 @@ class Claimed:
     steps: list[StepRecord]
     signals: list[Signal] = field(default_factory=list)
     children: dict[str, ChildState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One buffered write of a transaction step: its compiled statement, and the rows it
+    must change (None: any number)."""
+
+    statement: Statement
+    expect_rows: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +138,22 @@ class Commit:
     # engine.continue_as_new(): the next run's input (JSON); the commit then archives this
     # run (the staged call goes with it first) and starts the next one.
     continue_input: str | None = None
+    # A transaction step's writes: applied with this commit in one transaction, or not at
+    # all (then the commit is not applied either, and its outcome says why: ``aborted``).
+    writes: tuple[Write, ...] = ()
+    full: bool = False  # never lean (a lean transaction commit refused while still held)
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.writes)
 
     @property
     def lean(self) -> bool:
         """A step recorded within the worker's turn, and nothing else: its event stays
         leased as it is, so the commit is a fenced INSERT of the record alone."""
         return (
-            self.step_idx is not None
+            not self.full
+            and self.step_idx is not None
             and self.step_kind in _LEAN_KINDS
             and self.step_status in ("succeeded", "failed")
             and self.step_attempts == 1
@@ -151,7 +173,9 @@ class Commit:
         return row
 
 
-_ROW_FIELDS = [name for name in Commit.__dataclass_fields__ if name != "status"]
+_ROW_FIELDS = [
+    name for name in Commit.__dataclass_fields__ if name not in ("status", "writes", "full")
+]
 
 #: Calls whose record is always a new row, never the completion of a waiting one.
 _LEAN_KINDS = frozenset({"step", "sleep", "send", "child", "event"})
@@ -165,6 +189,9 @@ class CommitOutcome:
     error: str | None = None
     next_seq: int | None = None
     next_expiry: float | None = None
+    #: A transaction step's writes failed (a statement, or its ``expect_rows``): why.
+    #: Nothing of it was written; the lease is untouched.
+    aborted: str | None = None
 
 
 class EngineFlows:
@@ -237,11 +264,32 @@ class EngineFlows:
             for commit in continuing:
                 by_id[commit.commit_id] = yield from self._continue(commit, visibility)
             return [by_id[c.commit_id] for c in commits]
+        if any(c.transactional for c in commits):
+            return (yield from self._transaction(commits, visibility, now, expiry))
         lean = [c for c in commits if c.lean]
         full = [c for c in commits if not c.lean]
         lean_part = _lean_statements(lean, now)
         full_part = commit_request(full, now, expiry).statements if full else ()
         response = yield Request(lean_part + full_part, transaction=False)
+        return (yield from self._settle(commits, lean, full, response, 0, now, expiry))
+
+    def _settle(
+        self,
+        commits: Sequence[Commit],
+        lean: Sequence[Commit],
+        full: Sequence[Commit],
+        response: Response,
+        offset: int,
+        now: float,
+        expiry: float,
+    ) -> Flow[list[CommitOutcome]]:
+        """The outcome of each commit from a batch's response (its lean statements from
+        ``offset``, then its full ones), reading or resending what the response leaves
+        open."""
+        lean_part = _lean_statements(lean, now)
+        full_part = commit_request(full, now, expiry).statements if full else ()
+        results = response.results[offset:]
+        response = Response(Request(lean_part + full_part, False), results, response.ambiguous)
         split = len(lean_part)
         outcomes: dict[str, CommitOutcome] = {}
         resend: list[Commit] = []
@@ -269,6 +317,71 @@ class EngineFlows:
         for commit in resend:  # one by one: a statement error fails only its own commit
             single = yield commit_request([commit], now, expiry)
             outcomes[commit.commit_id] = _outcomes(single, 1)[0]
+        return [outcomes[c.commit_id] for c in commits]
+
+    def _transaction(
+        self, commits: Sequence[Commit], visibility: float, now: float, expiry: float
+    ) -> Flow[list[CommitOutcome]]:
+        """A batch holding transaction steps: one transactional request (one Raft entry)
+        of the fence, each step's writes and their row checks, the batch's commits and
+        the recorded check -- all of it applies, or none.
+
+        When it aborts: a step whose own write (or its ``expect_rows``) failed is reported
+        ``aborted`` and the rest are sent again; any other failure (the fence, the
+        recorded check, another commit's statement, an ambiguous attempt) is settled by
+        reading the transaction steps' commit ids back at ``strong`` level: an applied one
+        is reported applied (never applied twice), one still held is sent again (alone,
+        as a full commit), the others lost their lease."""
+        request, owners = transaction_request(commits, now, expiry)
+        response = yield request
+        failed = next((i for i, r in enumerate(response.results) if r.error is not None), None)
+        if failed is None:
+            lean = [c for c in commits if c.lean]
+            full = [c for c in commits if not c.lean]
+            offset = owners.index(None, 1)  # past the fence and the writes
+            return (yield from self._settle(commits, lean, full, response, offset, now, expiry))
+        outcomes: dict[str, CommitOutcome] = {}
+        culprit = owners[failed] if failed < len(owners) else None
+        if culprit is not None and not response.ambiguous:
+            reason = _abort_reason(request.statements[failed], response.results[failed])
+            outcomes[culprit.commit_id] = CommitOutcome(False, error=reason, aborted=reason)
+            rest = [c for c in commits if c is not culprit]
+            if rest:
+                outcomes.update(
+                    zip((c.commit_id for c in rest), (yield from self.commit(rest, visibility)))
+                )
+            return [outcomes[c.commit_id] for c in commits]
+        tx = [c for c in commits if c.transactional]
+        plain = [c for c in commits if not c.transactional]
+        check = yield Request(
+            (STORE("transaction_outcome", {"commits": _transaction_batch(tx, now, expiry)}),),
+            level="strong",
+        )
+        rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
+        again: list[Commit] = []
+        for position, commit in enumerate(tx):
+            row = rows.get(position) or {}
+            if row.get("applied"):
+                outcomes[commit.commit_id] = (
+                    _lean_applied(commit)
+                    if commit.lean
+                    else CommitOutcome(
+                        True, next_seq=row["next_seq"], next_expiry=row["next_expiry"]
+                    )
+                )
+            elif row.get("held") and not (commit.full and len(commits) == 1):
+                again.append(replace(commit, full=True))
+            else:
+                error = response.results[failed].error or "lease lost"
+                outcomes[commit.commit_id] = CommitOutcome(
+                    False, error="lease lost" if not row.get("held") else error
+                )
+        if plain:
+            done = yield from self.commit(plain, visibility)
+            outcomes.update(zip((c.commit_id for c in plain), done))
+        for commit in again:  # alone: what fails now is its own
+            (outcome,) = yield from self.commit([commit], visibility)
+            outcomes[commit.commit_id] = outcome
         return [outcomes[c.commit_id] for c in commits]
 
     def _continue(self, commit: Commit, visibility: float) -> Flow[CommitOutcome]:
@@ -399,6 +512,43 @@ def commit_request(commits: Sequence[Commit], now: float, expiry: float) -> Requ
     """Full commits through the ``execution_commits`` view, and the read of each outcome."""
     params = {"commits": _batch(commits, now, expiry)}
     return Request((STORE("commit", params), STORE("commit_outcome", params)), transaction=False)
+
+
+def transaction_request(
+    commits: Sequence[Commit], now: float, expiry: float
+) -> tuple[Request, list[Commit | None]]:
+    """The transactional request of a batch holding transaction steps, and which commit
+    owns each statement (None: the batch's own statements -- the guards, the commits)."""
+    tx = [c for c in commits if c.transactional]
+    params = {"commits": _transaction_batch(tx, now, expiry)}
+    statements: list[Statement] = [STORE("transaction_fence", params)]
+    owners: list[Commit | None] = [None]
+    for commit in tx:
+        for write in commit.writes:
+            statements.append(write.statement)
+            owners.append(commit)
+            if write.expect_rows is not None:
+                statements.append(STORE("transaction_rows", {"expected": write.expect_rows}))
+                owners.append(commit)
+    lean = [c for c in commits if c.lean]
+    full = [c for c in commits if not c.lean]
+    statements += _lean_statements(lean, now)
+    statements += commit_request(full, now, expiry).statements if full else ()
+    statements.append(STORE("transaction_recorded", params))
+    owners += [None] * (len(statements) - len(owners))
+    return Request(tuple(statements), transaction=True), owners
+
+
+def _transaction_batch(commits: Sequence[Commit], now: float, expiry: float) -> str:
+    rows = [dict(commit.row(now, expiry), lean=commit.lean) for commit in commits]
+    return json.dumps(rows, separators=(",", ":"))
+
+
+def _abort_reason(statement: Statement, result: Result) -> str:
+    if statement.name.endswith("transaction_rows"):
+        expected = dict(statement.params)["expected"]
+        return f"a write changed another number of rows than expect_rows={expected}"
+    return f"a write failed: {result.error}"
 
 
 def _batch(commits: Sequence[Commit], now: float, expiry: float) -> str:

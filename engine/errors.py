@@ -26,6 +26,9 @@ RaftflowError
     ├── StepTimeoutError (TimeoutError)  a step's attempt ran longer than its timeout
     ├── NonDeterminismError             replay met a different step than recorded
     ├── HistoryLimitError               a run recorded Engine(max_history=...) calls
+    ├── TransactionError                a transaction step used its Transaction wrongly
+    │   ├── TransactionAbortedError     its writes were refused: nothing was written
+    │   └── RefusedStatementError (InvalidArgumentError)  a statement it may not run
     ├── WorkflowFailedError             result() of a failed execution
     ├── WorkflowCancelledError          result() of a cancelled execution
     └── ResultTimeoutError (TimeoutError)  result() waited longer than its timeout
@@ -67,6 +70,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ProtocolError",
     "RaftflowError",
+    "RefusedStatementError",
     "ResultTimeoutError",
     "SchemaError",
     "SchemaOutdatedError",
@@ -75,6 +79,8 @@ __all__ = [
     "StepError",
     "StepTimeoutError",
     "StoreError",
+    "TransactionAbortedError",
+    "TransactionError",
     "UnavailableError",
     "UnknownWorkflowError",
     "WorkflowCancelledError",
@@ -146,3 +152,20 @@ class WorkflowCancelledError(WorkflowError):
 
 class ResultTimeoutError(WorkflowError, TimeoutError):
     """``result(timeout=...)`` gave up before the execution finished."""
+
+
+class TransactionError(WorkflowError):
+    """A transaction step (``@engine.transaction``) misused its :class:`Transaction`: a
+    read after a write, a read that failed, the transaction used after its attempt."""
+
+
+class TransactionAbortedError(TransactionError):
+    """A transaction step's writes did not apply -- a statement failed or touched another
+    number of rows than its ``expect_rows`` -- so nothing was written and no checkpoint
+    was recorded; the attempt failed (retried per the step's ``Retry``)."""
+
+
+class RefusedStatementError(InvalidArgumentError, TransactionError):
+    """A statement a transaction step may not run: not SQLAlchemy, DDL, transaction
+    control, several statements, RETURNING, raftflow's own tables or ``sqlite_`` names,
+    or parameters that are not JSON scalars."""

@@ -15,7 +15,7 @@ from raftflow.engine.errors import (
     WorkflowFailedError,
 )
 from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
-from raftflow.transports.payload import check_seconds
+from raftflow.transports.payload import check_seconds, from_json
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
@@ -78,18 +78,30 @@ class WorkflowHandle(Generic[T]):
             return drive(run, primitives.wait_child(run, self.id, timeout))  # type: ignore[no-any-return]
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = min(poll_interval, 0.01)
-        while True:
+        local = self.engine.local
+        known = None
+        while known is None or (known.status is Status.SUCCEEDED and known.workflow is None):
+            since = local.generation
             record = self.info()
             if record.status.is_final:
-                return self._outcome(record)  # type: ignore[no-any-return]
+                return self._outcome(  # type: ignore[no-any-return]
+                    record.workflow, record.status, record.output, record.error
+                )
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeoutError(
                     f"execution {self.id!r} is still {record.status.value} after {timeout}s"
                 )
             pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            # Between polls, wake at once if a worker of this process finishes something.
-            self.engine.local.wait(pause)
+            # Between polls, wake at once if a worker of this process finishes something;
+            # when it is this execution, its outcome comes with the news.
+            known = local.wait(self.id, since, pause)
             delay = min(delay * 1.5, poll_interval)
+        return self._outcome(  # type: ignore[no-any-return]
+            known.workflow or "",
+            known.status,
+            None if known.output is None else from_json(known.output),
+            None if known.error is None else ErrorInfo.from_json(from_json(known.error)),
+        )
 
     async def result_async(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
         """:meth:`result` in an async workflow (durable) or async client code (polling)."""
@@ -101,16 +113,16 @@ class WorkflowHandle(Generic[T]):
         )
         return await adrive(run, primitives.wait_child(run, self.id, timeout))
 
-    def _outcome(self, record: ExecutionRecord) -> Any:
-        if record.status is Status.SUCCEEDED:
-            definition = self.engine.registry.workflows.get(record.workflow)
+    def _outcome(self, workflow: str, status: Status, output: Any, error: ErrorInfo | None) -> Any:
+        if status is Status.SUCCEEDED:
+            definition = self.engine.registry.workflows.get(workflow)
             if definition is None:
-                return record.output  # not registered here: plain JSON
-            return definition.output.from_json_value(record.output)
-        if record.status is Status.CANCELLED:
-            reason = record.error.message if record.error else "cancelled"
+                return output  # not registered here: plain JSON
+            return definition.output.from_json_value(output)
+        if status is Status.CANCELLED:
+            reason = error.message if error else "cancelled"
             raise WorkflowCancelledError(f"execution {self.id!r} was cancelled: {reason}")
-        raise WorkflowFailedError(self.id, record.error or ErrorInfo("Error", "failed"))
+        raise WorkflowFailedError(self.id, error or ErrorInfo("Error", "failed"))
 
     def __repr__(self) -> str:
         return f"<WorkflowHandle {self.id}>"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -32,6 +33,7 @@ from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
 from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
+from raftflow.engine.local import Outcome
 from raftflow.engine.presence import Presence
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
@@ -53,6 +55,16 @@ T = TypeVar("T")
 FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
 #: Longest back-off before an execution handed back after a failure is claimable again.
 MAX_HAND_BACK_DELAY = 30.0
+
+
+def resident_mb() -> float:
+    """This process's resident memory in MiB (Linux; 0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
 
 class Session:
@@ -121,10 +133,10 @@ class Session:
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def finished(self, execution_id: str, status: Status) -> None:
+    def finished(self, execution_id: str, outcome: Outcome) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters."""
-        self.hooks.after_execution(execution_id, status)
-        self.worker.engine.local.finished()
+        self.hooks.after_execution(execution_id, outcome.status)
+        self.worker.engine.local.finished(execution_id, outcome)
 
     # -- Host: what an activation needs ---------------------------------------------------
 
@@ -333,7 +345,10 @@ class Session:
     def _keep(self, activation: Activation) -> None:
         """Keep a suspended run, least recently used out first (its run then unwinds)."""
         self.continuations[activation.execution_id] = activation
-        while len(self.continuations) > self.options.sticky_cache:
+        limit_mb = self.options.sticky_cache_mb
+        while len(self.continuations) > self.options.sticky_cache or (
+            limit_mb is not None and self.continuations and resident_mb() > limit_mb
+        ):
             _, oldest = self.continuations.popitem(last=False)
             oldest.discard()
 
@@ -358,7 +373,7 @@ class Session:
         outcome = await self.commit(commit)
         if outcome.applied:
             log.info("execution %s cancelled (%s)", lease.group_id, reason)
-            self.finished(lease.group_id, Status.CANCELLED)
+            self.finished(lease.group_id, Outcome(None, Status.CANCELLED, None, commit.error))
 
     async def _hand_back(self, lease: Lease, cause: BaseException) -> None:
         """Give an execution back after a failure outside user code, with a back-off that

@@ -17,6 +17,10 @@ workflows) or on the worker's loop (async ones), so each path below exists once:
                     <--   5. its result, or StepError
     return value    -->  run_workflow: the staged call and the outcome, one SendCommit
 
+A transaction step (:func:`call_transaction`) stages its writes with its record; every
+commit goes through :func:`send`, which rewinds the run (:func:`rewind`) when a commit
+refused a transaction step's writes after the workflow went on with its result.
+
 Waiting (:func:`wait_until`) is where the durable primitives meet the queue: a short wait
 pauses in place (the lease is kept); a longer one commits with the next event *parked*
 until the deadline and unwinds the run -- the execution then holds no lease, no slot and
@@ -28,11 +32,11 @@ flows built from these pieces, driven the same way.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from raftflow.engine.activation import Activation, Unwind
-from raftflow.engine.backend import Commit
+from raftflow.engine.backend import Commit, CommitOutcome
 from raftflow.engine.context import StepInfo
 from raftflow.engine.registry import StepDef
 from raftflow.stores.base import StepRecord
@@ -114,7 +118,7 @@ def run_workflow(run: Activation) -> StepFlow[None]:
     else:
         commit = run.final_commit(outcome.value, outcome.error)
     if commit is not None:
-        run.conclude(commit, (yield SendCommit(commit)))
+        run.conclude(commit, (yield from send(run, commit)))
 
 
 def call_step(
@@ -178,13 +182,93 @@ def rate_wait(
         again += 1
 
 
+def call_transaction(
+    run: Activation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> StepFlow[Any]:
+    """A transaction step's call (``@engine.transaction``): :func:`call_step`, with a fresh
+    transaction as the first argument of each attempt. A successful attempt's writes are
+    staged with its record and committed with it, with the next call as every step's
+    record is (one request, one Raft entry: together or not at all). If that commit
+    refuses them, the run rewinds to the step (:func:`rewind`)."""
+    from raftflow.engine.transaction import AsyncTransaction, Transaction
+
+    index, record = yield from call_begin(run, "step", step.name)
+    while record is None or not record.done:
+        if record is not None:  # retrying: the next attempt is due at wake_at
+            yield from wait_until(run, record.wake_at or 0.0)
+        attempt = 1 if record is None else record.attempts + 1
+        started = run.now()
+        info = StepInfo(run.execution_id, index, step.name, attempt)
+        tx = AsyncTransaction(run) if step.is_async else Transaction(run)
+        outcome: Outcome = yield RunStep(step, (tx, *args), kwargs, info)
+        writes = tx.close()
+        if tx.failure is not None:  # a read failed in the database: hand the run back
+            raise run.give_up("a transaction step's read failed", tx.failure)
+        error = outcome.error
+        retry = step.retry
+        if error is not None and retry is not None and retry.retries(attempt, error):
+            wake_at = run.now() + retry.delay_after(attempt)
+            record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
+            yield from flush(run)
+            continue
+        record = run.stage_step(
+            step,
+            index,
+            started,
+            outcome.value,
+            error,
+            attempts=attempt,
+            previous=record,
+            writes=writes,
+        )
+        return run.result(step, record, cause=error)
+    return run.result(step, record)
+
+
+def send(run: Activation, commit: Commit) -> StepFlow[CommitOutcome]:
+    """Send a commit. One whose transaction step's writes were refused (``aborted``)
+    applied nothing, and the workflow already went on with that step's result: rewind."""
+    outcome: CommitOutcome = yield SendCommit(commit)
+    if outcome.aborted is not None:
+        yield from rewind(run, commit, outcome.aborted)
+    return outcome
+
+
+def rewind(run: Activation, commit: Commit, reason: str) -> StepFlow[None]:
+    """The transaction step staged in ``commit`` had its writes refused (``expect_rows``,
+    a failing statement): nothing of the commit applied, and the lease still holds.
+    Record the failed attempt instead -- ``retrying`` per its ``Retry``, else ``failed``
+    -- hand the next event back, and unwind: whoever claims the execution next replays to
+    the step, which then waits and runs its next attempt, or raises :class:`StepError`."""
+    from raftflow.engine.errors import TransactionAbortedError
+
+    staged = run.sent
+    assert staged is not None and commit.step_idx is not None and commit.step_name is not None
+    step = run.host.registry.steps[commit.step_name]
+    error = TransactionAbortedError(
+        f"transaction step {step.name!r}: {reason}; nothing was written"
+    )
+    index, attempt, started = commit.step_idx, commit.step_attempts, staged.attempt_started
+    retry = step.retry
+    if retry is not None and retry.retries(attempt, error):
+        wake_at = run.now() + retry.delay_after(attempt)
+        run.stage_retry(step, index, attempt, started, error, wake_at, staged.previous)
+    else:
+        run.stage_step(
+            step, index, started, None, error, attempts=attempt, previous=staged.previous
+        )
+    run.check_applied((yield SendCommit(replace(run.take_staged(), next_token=None))))
+    run.held = False
+    raise Unwind()
+
+
 def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, StepRecord | None]]:
     """Begin a call: commit the previous call's record (past the workflow's deadline, end
     the run as cancelled instead), find the call's position and record, and make sure this
     worker holds the execution before it does anything new there."""
     if run.deadline_passed() and run.held:
         commit = run.cancel_commit("timeout")
-        run.conclude(commit, (yield SendCommit(commit)))
+        run.conclude(commit, (yield from send(run, commit)))
         raise Unwind()
     if run.staged is not None:
         yield from flush(run)
@@ -196,7 +280,7 @@ def call_begin(run: Activation, kind: str, name: str) -> StepFlow[tuple[int, Ste
 
 def flush(run: Activation) -> StepFlow[None]:
     """Commit the staged record now; the run goes on in its turn, or waits for the next."""
-    run.check_applied((yield SendCommit(run.take_staged())))
+    run.check_applied((yield from send(run, run.take_staged())))
     if not run.held:
         yield from await_turn(run)
 
@@ -243,10 +327,10 @@ def suspend(
     if run.record.deadline is not None:
         until = min(until, run.record.deadline)
     commit = run.take_staged(park_until=until, wake_topic=wake_topic, wake_child=wake_child)
-    run.check_applied((yield SendCommit(commit)))
+    run.check_applied((yield from send(run, commit)))
     run.held = False
     yield from await_turn(run)
     if run.deadline_passed():  # woken by the workflow's deadline: end it as cancelled
         commit = run.cancel_commit("timeout")
-        run.conclude(commit, (yield SendCommit(commit)))
+        run.conclude(commit, (yield from send(run, commit)))
         raise Unwind()

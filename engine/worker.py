@@ -51,6 +51,9 @@ class WorkerOptions:
     # Runs kept suspended between turns (a claim that finds nothing changed resumes one
     # without reading or replaying its history); least recently used out. 0: none.
     sticky_cache: int = 256
+    # And while the process's resident memory is above this many MiB, the least recently
+    # used of them are dropped too (they replay at their next turn). None: no memory limit.
+    sticky_cache_mb: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "steps_per_turn", "max_batch", "max_inflight", "sticky_cache"):
@@ -71,6 +74,15 @@ class WorkerOptions:
                 raise InvalidArgumentError(f"{name} must be a number of seconds, not {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise InvalidArgumentError(f"{name} must be positive and finite, not {value!r}")
+        if self.sticky_cache_mb is not None and (
+            isinstance(self.sticky_cache_mb, bool)
+            or not isinstance(self.sticky_cache_mb, (int, float))
+            or not math.isfinite(self.sticky_cache_mb)
+            or self.sticky_cache_mb <= 0
+        ):
+            raise InvalidArgumentError(
+                f"sticky_cache_mb must be a positive number or None, not {self.sticky_cache_mb!r}"
+            )
         check_priority(self.min_priority)
         if self.worker_id is not None:
             check_id(self.worker_id, what="worker_id")

@@ -274,3 +274,64 @@ WHERE NOT EXISTS (SELECT 1 FROM rate_slots WHERE key = :key AND token = :token);
 
 -- name: rate_reserved
 SELECT at FROM rate_slots WHERE key = :key AND token = :token;
+
+-- ---------------------------------------------------------------- transaction steps
+-- A batch holding a transaction step (@engine.transaction) is one transactional request:
+-- `transaction_fence`, then each step's writes (each with `transaction_rows` after it
+-- when it has `expect_rows`), the batch's usual commit statements, then
+-- `transaction_recorded`. Each guard aborts the whole request (the user's writes
+-- included) by inserting a NULL into `transaction_checks` (migration 7) when its
+-- condition fails. :commits is the batch's transaction steps only, each with `lean`.
+
+-- name: fragment.transaction_applied
+-- The commit `c` is recorded: a lean one by its step's row, a full one by the execution's.
+CASE WHEN json_extract(c.value, '$.lean')
+  THEN EXISTS (SELECT 1 FROM steps AS s
+               WHERE s.execution_id = json_extract(c.value, '$.execution_id')
+                 AND s.idx = json_extract(c.value, '$.step_idx')
+                 AND s.commit_id = json_extract(c.value, '$.commit_id'))
+  ELSE EXISTS (SELECT 1 FROM executions AS e
+               WHERE e.id = json_extract(c.value, '$.execution_id')
+                 AND e.commit_id = json_extract(c.value, '$.commit_id'))
+END
+
+-- name: fragment.transaction_held
+EXISTS (SELECT 1 FROM messages AS m WHERE m.seq = json_extract(c.value, '$.lease_seq')
+        AND m.locked_by = json_extract(c.value, '$.lease_token'))
+
+-- name: transaction_fence
+-- Every transaction step of the request: its lease holds, its commit is not recorded yet
+-- (an ambiguous retry of an applied request stops here), and for a lean commit no cancel
+-- waits (the lean INSERT would skip it while the writes applied).
+INSERT INTO transaction_checks (failed)
+SELECT NULL FROM json_each(:commits) AS c
+WHERE NOT ({{fragment.transaction_held}})
+   OR {{fragment.transaction_applied}}
+   OR (json_extract(c.value, '$.lean')
+       AND (SELECT e.cancel_reason FROM executions AS e
+            WHERE e.id = json_extract(c.value, '$.execution_id')) IS NOT NULL)
+LIMIT 1;
+
+-- name: transaction_rows
+-- After a write with expect_rows: the rows it changed (changes() of the statement before).
+INSERT INTO transaction_checks (failed) SELECT NULL WHERE changes() <> :expected;
+
+-- name: transaction_recorded
+-- Last: each transaction step's record was written by this very commit.
+INSERT INTO transaction_checks (failed)
+SELECT NULL FROM json_each(:commits) AS c WHERE NOT ({{fragment.transaction_applied}})
+LIMIT 1;
+
+-- name: transaction_outcome
+-- After a request that aborted for another reason than a step's own writes (or failed
+-- ambiguously): which transaction steps are recorded, whose lease still holds, and which
+-- message each committer leases now.
+SELECT c.key AS position, {{fragment.transaction_applied}} AS applied,
+       {{fragment.transaction_held}} AS held,
+       (SELECT MAX(m.seq) FROM messages AS m
+        WHERE m.group_id = json_extract(c.value, '$.execution_id')
+          AND m.locked_by = json_extract(c.value, '$.lease_token')) AS next_seq,
+       (SELECT MAX(m.lock_expiry) FROM messages AS m
+        WHERE m.group_id = json_extract(c.value, '$.execution_id')
+          AND m.locked_by = json_extract(c.value, '$.lease_token')) AS next_expiry
+FROM json_each(:commits) AS c;

@@ -87,6 +87,20 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
     positive(data, "ratios", "raftflow_steps_per_raw_write")
     positive(data, "ratios", "naive_steps_per_raw_write")
 
+    # Transaction steps: the same E x K, each step debiting its execution's account once.
+    tx = data["transactions"]
+    assert tx["steps"] == settings["executions"] * settings["steps"]
+    assert tx["succeeded"] == settings["executions"]
+    for key in ("steady_steps_per_s", "raft_per_step_applied", "round_trips_per_step"):
+        positive(data, "transactions", key)
+    assert tx["ledger"] == {
+        "rows": settings["executions"] * settings["steps"],
+        "balance_left": 0,
+        "doubled": 0,
+        "exactly_once": True,
+    }
+    positive(data, "ratios", "transaction_steps_per_plain_step")
+
 
 @pytest.mark.slow
 def test_scale_smoke_reports_claims_and_rss(tmp_path: Path, rqlited_path: Path) -> None:

@@ -48,6 +48,11 @@ def test_a_killed_worker_loses_no_wait_and_reruns_no_completed_step(
         wait_until(lambda: ("sleep", "succeeded") in kinds(nap), timeout=30)
         wait_until(lambda: ("recv", "waiting") in kinds(listen), timeout=30)
         wait_until(lambda: ("wait", "waiting") in kinds(parent), timeout=30)
+        # The child's first step must be recorded too: a step that ran but whose commit
+        # the kill cut off is rightly run again (at least once), not a re-run of a
+        # completed step.
+        child = engine.get(f"{parent.id}/1")
+        wait_until(lambda: ("sleep", "succeeded") in kinds(child), timeout=30)
         wait_until(lambda: ("step", "retrying") in kinds(retry), timeout=30)
         first.kill()  # SIGKILL
         first.process.wait(10)
@@ -61,7 +66,7 @@ def test_a_killed_worker_loses_no_wait_and_reruns_no_completed_step(
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for run in read_runs(str(tmp_path)):
         runs[run["execution"]].append(run)
-    for handle in (nap, listen, parent, engine.get(f"{parent.id}/1")):
+    for handle in (nap, listen, parent, child):
         labels = [r["index"] for r in runs[handle.id]]
         assert len(labels) == len(set(labels)), f"a completed step ran again: {runs[handle.id]}"
     # The sleep ended no earlier than its recorded wake time.

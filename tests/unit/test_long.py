@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine, Hooks
+from raftflow.engine import Engine, Hooks, InvalidArgumentError
 from raftflow.transports.flow import Request, Response
 
 
@@ -100,6 +100,19 @@ def test_an_evicted_continuation_is_replayed(engine: Engine) -> None:
     assert sum(runs.values()) == 36  # every step once, whatever was replayed
     assert len(bodies) > 3 and reads.rows > 0  # replays happened, reading the history
     assert worker.stats.resumed < worker.stats.claimed
+
+
+def test_the_memory_limit_drops_kept_runs(engine: Engine) -> None:
+    """sticky_cache_mb below the process's resident memory: no run is kept between turns,
+    every turn replays (and the steps still run once each)."""
+    chain, runs, bodies = counted_chain(engine)
+    handle = engine.start(chain, 12)
+    with engine.running_worker(concurrency=1, steps_per_turn=3, sticky_cache_mb=1) as worker:
+        assert handle.result(timeout=30) == sum(range(12))
+    assert runs == Counter({i: 1 for i in range(12)})
+    assert worker.stats.resumed == 0 and len(bodies) == 4  # 4 turns, each a replay
+    with pytest.raises(InvalidArgumentError, match="sticky_cache_mb"):
+        engine.worker(sticky_cache_mb=0)
 
 
 def test_a_stale_continuation_is_never_resumed(tmp_path: Path) -> None:

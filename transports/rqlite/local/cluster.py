@@ -16,6 +16,7 @@ containers and of ``deploy/``). The processes are started and tracked by
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -45,6 +46,8 @@ from raftflow.transports.rqlite.local.ports import (
 )
 from raftflow.transports.rqlite.local.probe import Probe
 from raftflow.transports.rqlite.local.topology import rqlited_args
+
+log = logging.getLogger("raftflow.rqlite.local")
 
 __all__ = ["LocalCluster"]
 
@@ -145,7 +148,7 @@ class LocalCluster:
     def start(self) -> None:
         """Start every node and wait until the cluster is ready (has an agreed leader).
 
-        On a port collision during the first start the whole cluster is retried on new ports.
+        When a node exits during the first start the whole cluster is retried on new ports.
         """
         if self.nodes:
             raise ClusterError("cluster already started; use start_all_nodes() to restart it")
@@ -177,8 +180,12 @@ class LocalCluster:
                 return
             except NodeExitedError as exc:
                 self._stop_processes(self.nodes)
-                retry = exc.port_in_use and saved_ports is None and fresh
+                # A fresh cluster is retried on new ports whatever stopped a node: mostly a
+                # port another process took between our pick and rqlited's bind, but a rare
+                # crash of rqlited while its nodes first find each other was seen too.
+                retry = saved_ports is None and fresh
                 if retry and attempt < self.start_attempts:
+                    log.warning("a node exited while the cluster started; retrying: %s", exc)
                     self._wipe_node_dirs()
                     continue
                 self._cleanup_after_failed_start()

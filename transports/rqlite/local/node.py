@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -32,6 +33,8 @@ __all__ = [
 LOG_NAME = "rqlited.log"
 _START_MARKER = "--- raftflow: starting"
 _PORT_IN_USE_MARKERS = ("address already in use", "bind: address")
+#: Log lines that say why a node stopped, kept in an excerpt even from its middle.
+_TELLING = re.compile(r"panic|fatal|failed|error|in use", re.IGNORECASE)
 
 
 @dataclass(eq=False)
@@ -141,7 +144,10 @@ def check_alive(nodes: Iterable[Node]) -> None:
             if code is not None:
                 node.expected_running = False
                 excerpt = run_log_excerpt(node)
-                in_use = any(m in excerpt.lower() for m in _PORT_IN_USE_MARKERS)
+                # The whole run's log: a panic's goroutine dump pushes its first line (the
+                # "bind: address already in use") out of the excerpt's head and tail.
+                whole = "\n".join(run_log_lines(node)).lower()
+                in_use = any(m in whole for m in _PORT_IN_USE_MARKERS)
                 raise NodeExitedError(
                     f"rqlited {node.node_id} (pid {node.pid}) exited with code {code}; "
                     f"log {node.log_path}:\n{excerpt}",
@@ -177,16 +183,24 @@ def tail_lines(path: Path, n: int) -> str:
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-n:])
 
 
-def run_log_excerpt(node: Node, head: int = 5, tail: int = 30) -> str:
-    """The log of the node's last run: whole if short, else its first and last lines
-    (a usage error is printed first, followed by the whole flag list)."""
+def run_log_lines(node: Node) -> list[str]:
+    """The lines of the node's log written by its last run."""
     text = tail_lines(node.log_path, 2000)
     marker = text.rfind(_START_MARKER)
-    lines = text[marker:].splitlines()[1:] if marker >= 0 else text.splitlines()
+    return text[marker:].splitlines()[1:] if marker >= 0 else text.splitlines()
+
+
+def run_log_excerpt(node: Node, head: int = 5, tail: int = 30) -> str:
+    """The log of the node's last run: whole if short, else its first and last lines
+    (a usage error is printed first, followed by the whole flag list), plus any line in
+    between that says why it stopped (a panic, a fatal error)."""
+    lines = run_log_lines(node)
     if len(lines) <= head + tail:
         return "\n".join(lines)
-    skipped = len(lines) - head - tail
-    return "\n".join([*lines[:head], f"[… {skipped} lines …]", *lines[-tail:]])
+    middle = lines[head:-tail]
+    telling = [line for line in middle if _TELLING.search(line)][:10]
+    skipped = len(middle) - len(telling)
+    return "\n".join([*lines[:head], *telling, f"[… {skipped} lines …]", *lines[-tail:]])
 
 
 def diagnostics(nodes: Iterable[Node], n: int = 20) -> str:
