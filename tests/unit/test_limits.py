@@ -130,6 +130,17 @@ def test_at_most_n_run_at_once_and_they_are_admitted_in_start_order(
     assert all(abs(n - i) <= 1 for i, n in enumerate(firsts)), firsts
 
 
+def test_control_without_a_limit_more_run_at_once(engine: Engine) -> None:
+    """The same workflow and worker without the limit: the test above can fail."""
+    tracker = Tracker()
+    wf = limited(engine, "sync", tracker)
+    handles = [engine.start(wf, Job(customer="a", n=i)) for i in range(8)]
+    with engine.running_worker(concurrency=8):
+        for handle in handles:
+            handle.result(timeout=30)
+    assert tracker.peak["*"] > 2
+
+
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_concurrency_key_limits_each_key_apart(engine: Engine, kind: str) -> None:
     tracker = Tracker()
