@@ -338,6 +338,24 @@ def test_debounced_starts_fold_into_one_run_with_the_last_input(engine: Engine, 
     assert not again.created and again.result(timeout=1) == 49
 
 
+def test_the_command_line_starts_with_debounce(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from raftflow.engine.cli import main
+    from raftflow.engine.cli.common import Exit
+
+    url = f"sqlite:///{tmp_path}/cli.db"
+    base = ["start", "approval", "--app", "tests.apps.ops:engine", "--id", "d1", "--url", url]
+    first, second = '{"id": "o1", "amount": 1}', '{"id": "o1", "amount": 2}'
+    assert main([*base[:2], first, *base[2:], "--debounce", "30"]) == 0
+    assert main([*base[:2], second, *base[2:], "--debounce", "30"]) == 0
+    assert capsys.readouterr().out.split("\n")[:2] == ["d1", "d1 (already existed)"]
+    with Engine.from_url(url) as engine:
+        record = engine.store.get("d1")
+        assert record is not None and record.input["amount"] == 2  # folded: the last input
+    assert main([*base[:2], first, *base[2:4], "--debounce", "30", "--url", url]) == Exit.USAGE
+
+
 def test_debounce_bad_input_is_refused(engine: Engine) -> None:
     @engine.workflow
     def wf(n: int) -> int:
