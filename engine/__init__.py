@@ -42,6 +42,7 @@ from raftflow.engine.errors import (
 )
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import Hooks
+from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.retry import Retry
 from raftflow.engine.transaction import AsyncTransaction, Transaction
 from raftflow.engine.worker import Worker, WorkerOptions
@@ -67,6 +68,7 @@ __all__ = [
     "NotInWorkflowError",
     "PayloadTooLargeError",
     "RaftflowError",
+    "RateLimit",
     "RefusedStatementError",
     "ResultTimeoutError",
     "Retry",

@@ -29,6 +29,7 @@ from raftflow.engine.events import RUN
 from raftflow.engine.handle import WorkflowHandle
 from raftflow.engine.hooks import HookChain, Hooks
 from raftflow.engine.local import LocalWorkers
+from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.retention import DEFAULT_RETENTION, check_retention
 from raftflow.engine.retry import Retry
@@ -45,7 +46,8 @@ from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.base import ExecutionRecord, Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.base import Lease
-from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_priority
+from raftflow.transports.errors import InvalidArgumentError
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_priority, check_seconds
 from raftflow.transports.transport import SqlTransport
 
 log = logging.getLogger("raftflow")
@@ -195,7 +197,14 @@ class Engine(DurableCalls):
 
     @overload
     def workflow(
-        self, fn: None = None, /, *, name: str | None = None, timeout: float | None = None
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[[Any], str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -205,16 +214,26 @@ class Engine(DurableCalls):
         *,
         name: str | None = None,
         timeout: float | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[[Any], str] | None = None,
     ) -> Any:
         """Register a workflow: a sync or async function of one input argument.
 
         ``timeout`` (seconds): an execution still running that long after its start is
         cancelled (status ``cancelled``, reason "timeout") at its next step boundary, or
         at once while it waits. Calling the function directly runs it as plain Python.
+
+        ``concurrency=N``: at most N executions of this workflow run at once across the
+        cluster -- per value of ``concurrency_key(input)`` when given (a function of the
+        workflow's input returning a str). An execution holds its slot from its first
+        claim until it finishes (a sleep keeps it); the others wait in the queue in start
+        order, never claimed, costing nothing until a slot frees.
         """
 
         def register(fn: F) -> F:
-            definition = WorkflowDef.of(fn, name, timeout=timeout)
+            definition = WorkflowDef.of(
+                fn, name, timeout=timeout, concurrency=concurrency, concurrency_key=concurrency_key
+            )
             self.registry.add_workflow(definition)
             fn.__raftflow_workflow__ = definition.name  # type: ignore[attr-defined]
             return fn
@@ -284,6 +303,7 @@ class Engine(DurableCalls):
         name: str | None = None,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]: ...
 
     def step(
@@ -294,6 +314,7 @@ class Engine(DurableCalls):
         name: str | None = None,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Any:
         """Register a step: its result is checkpointed, so it runs once per execution
         (at least once: again only if a worker dies before recording it).
@@ -304,10 +325,12 @@ class Engine(DurableCalls):
         it again after a failure (:class:`~raftflow.engine.retry.Retry`); ``timeout``: an
         attempt running longer fails with :class:`StepTimeoutError` (an async step is
         cancelled; a sync step's thread cannot be, and its late result is dropped).
+        ``rate_limit``: at most so many starts (attempts) per period cluster-wide, per key
+        (:class:`~raftflow.engine.ratelimit.RateLimit`); a call over it waits for its turn.
         """
 
         def register(fn: F) -> F:
-            definition = StepDef.of(fn, name, retry=retry, timeout=timeout)
+            definition = StepDef.of(fn, name, retry=retry, timeout=timeout, rate_limit=rate_limit)
             self.registry.add_step(definition)
             return _step_wrapper(fn, definition)  # type: ignore[return-value]
 
@@ -378,6 +401,7 @@ class Engine(DurableCalls):
         *,
         execution_id: str | None = None,
         priority: int = 0,
+        debounce: float | None = None,
     ) -> WorkflowHandle[T]: ...
 
     @overload
@@ -388,6 +412,7 @@ class Engine(DurableCalls):
         *,
         execution_id: str | None = None,
         priority: int = 0,
+        debounce: float | None = None,
     ) -> WorkflowHandle[T]: ...
 
     @overload
@@ -398,6 +423,7 @@ class Engine(DurableCalls):
         *,
         execution_id: str | None = None,
         priority: int = 0,
+        debounce: float | None = None,
     ) -> WorkflowHandle[Any]: ...
 
     def start(
@@ -407,6 +433,7 @@ class Engine(DurableCalls):
         *,
         execution_id: str | None = None,
         priority: int = 0,
+        debounce: float | None = None,
     ) -> WorkflowHandle[Any]:
         """Start an execution of ``workflow`` (a registered function or its name).
 
@@ -420,17 +447,30 @@ class Engine(DurableCalls):
         ``"<parent id>/<call index>"`` unless given): ``handle.result()`` there waits for
         it durably, and cancelling the parent cancels it. In an async workflow, await
         :meth:`start_async`.
+
+        ``debounce`` (seconds, with ``execution_id``): the execution runs that long after
+        its start, and each start of the same id before it runs folds into it -- the last
+        input wins and the wait starts again. Once it runs, a start of that id returns it
+        as it is (name each burst, e.g. ``f"sync-{user}-{date}"``, to run again later).
         """
         definition = self.registry.workflow(workflow)
         payload = definition.encode_input(input)
+        limit = definition.limit(payload)
+        if debounce is not None:
+            debounce = _debounce(debounce, execution_id, limit)
         run = self._maybe_workflow("start", False)
         if run is not None:
-            flow = primitives.start_child(run, definition, payload, execution_id, priority)
+            if debounce is not None:
+                raise InvalidArgumentError("debounce is for starts outside a workflow")
+            flow = primitives.start_child(run, definition, payload, execution_id, priority, limit)
             return WorkflowHandle(self, drive(run, flow))
         execution_id = uuid.uuid4().hex if execution_id is None else execution_id
         check_execution_id(execution_id)
         check_priority(priority)
-        local = self.local.reserve(priority)  # a worker of this process with a free slot
+        # A worker of this process with a free slot (the fast path) -- not for an execution
+        # that may have to wait: for a slot of its limit, or for its debounce.
+        fast = limit is None and debounce is None
+        local = self.local.reserve(priority) if fast else None
         token = None if local is None else f"{local.worker_id}:{uuid.uuid4().hex}"
         try:
             outcome = self.store.database.run(
@@ -444,6 +484,8 @@ class Engine(DurableCalls):
                     lease_token=token,
                     visibility=local.options.visibility if local is not None else 30.0,
                     trace_context=HookChain(self.hooks).trace_context() if self.hooks else None,
+                    limit=limit,
+                    debounce=debounce,
                 )
             )
         except BaseException:
@@ -476,16 +518,27 @@ class Engine(DurableCalls):
         *,
         execution_id: str | None = None,
         priority: int = 0,
+        debounce: float | None = None,
     ) -> WorkflowHandle[Any]:
         """:meth:`start` in an async workflow (a child) or async client code."""
         run = self._maybe_workflow("start", True)
         if run is None:
             return await asyncio.to_thread(
-                self.start, workflow, input, execution_id=execution_id, priority=priority
+                functools.partial(
+                    self.start,
+                    workflow,
+                    input,
+                    execution_id=execution_id,
+                    priority=priority,
+                    debounce=debounce,
+                )
             )
+        if debounce is not None:
+            raise InvalidArgumentError("debounce is for starts outside a workflow")
         definition = self.registry.workflow(workflow)
         payload = definition.encode_input(input)
-        flow = primitives.start_child(run, definition, payload, execution_id, priority)
+        limit = definition.limit(payload)
+        flow = primitives.start_child(run, definition, payload, execution_id, priority, limit)
         return WorkflowHandle(self, await adrive(run, flow))
 
     def get(self, execution_id: str) -> WorkflowHandle[Any]:
@@ -571,6 +624,19 @@ class Engine(DurableCalls):
 
     def __repr__(self) -> str:
         return f"<Engine workflows={sorted(self.registry.workflows)}>"
+
+
+def _debounce(value: float, execution_id: str | None, limit: tuple[str, int] | None) -> float:
+    seconds = check_seconds(value, what="debounce", allow_zero=False)
+    if execution_id is None:
+        raise InvalidArgumentError(
+            "debounce needs an execution_id: the starts of one id fold into one execution"
+        )
+    if limit is not None:
+        raise InvalidArgumentError(
+            "debounce is not supported for a workflow with a concurrency limit"
+        )
+    return seconds
 
 
 def _step_wrapper(fn: Callable[..., Any], definition: StepDef) -> Callable[..., Any]:

@@ -93,6 +93,7 @@ def start_child(
     payload: Any,
     execution_id: str | None,
     priority: int,
+    limit: tuple[str, int] | None = None,
 ) -> StepFlow[str]:
     """Start a child execution once (its id is ``<parent>/<index>`` unless given)."""
     index, record = yield from call_begin(run, "child", definition.name)
@@ -106,6 +107,7 @@ def start_child(
             RUN,
             parent_id=run.execution_id,
             timeout=definition.timeout,
+            limit=limit,
         )
         outcome: Outcome = yield Io(flow)
         started = outcome.value

@@ -17,6 +17,7 @@ from typing import Any
 import pydantic
 from pydantic_core import PydanticSerializationError
 from raftflow.engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
+from raftflow.engine.ratelimit import RateLimit
 from raftflow.engine.retry import Retry
 from raftflow.transports.payload import check_id, check_seconds
 
@@ -66,6 +67,7 @@ class StepDef:
     output: Codec
     retry: Retry | None = None
     timeout: float | None = None  # of one attempt, in seconds
+    rate_limit: RateLimit | None = None
 
     @classmethod
     def of(
@@ -75,10 +77,15 @@ class StepDef:
         *,
         retry: Retry | None = None,
         timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> StepDef:
         hints = _hints(fn)
         if retry is not None and not isinstance(retry, Retry):
             raise ConfigurationError(f"retry must be a Retry, not {type(retry).__name__}")
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise ConfigurationError(
+                f"rate_limit must be a RateLimit, not {type(rate_limit).__name__}"
+            )
         return cls(
             name=check_id(name or fn.__name__, what="step name"),
             fn=fn,
@@ -86,6 +93,7 @@ class StepDef:
             output=Codec.of(hints["return"]) if "return" in hints else ANY,
             retry=retry,
             timeout=_timeout(timeout),
+            rate_limit=rate_limit,
         )
 
 
@@ -97,10 +105,19 @@ class WorkflowDef:
     input: Codec | None  # None: the workflow takes no argument
     output: Codec
     timeout: float | None = None  # cancelled if still running this long after its start
+    #: At most this many executions (per concurrency key) admitted at once, cluster-wide.
+    concurrency: int | None = None
+    concurrency_key: Callable[[Any], str] | None = None
 
     @classmethod
     def of(
-        cls, fn: Callable[..., Any], name: str | None, *, timeout: float | None = None
+        cls,
+        fn: Callable[..., Any],
+        name: str | None,
+        *,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[[Any], str] | None = None,
     ) -> WorkflowDef:
         params = list(inspect.signature(fn).parameters.values())
         if len(params) > 1 or any(
@@ -121,7 +138,33 @@ class WorkflowDef:
             input=input_codec,
             output=Codec.of(hints["return"]) if "return" in hints else ANY,
             timeout=_timeout(timeout),
+            concurrency=_concurrency(concurrency, concurrency_key),
+            concurrency_key=concurrency_key,
         )
+
+    def limit(self, payload: Any) -> tuple[str, int] | None:
+        """The execution's limit key and slots for the JSON input ``payload``, or None.
+
+        The key is the workflow's name, with ``concurrency_key(input)`` after a colon when
+        there is one; a key function that fails or returns no string is bad input."""
+        if self.concurrency is None:
+            return None
+        if self.concurrency_key is None:
+            return self.name, self.concurrency
+        (value,) = self.call_args(payload) or (None,)
+        try:
+            key = self.concurrency_key(value)
+        except Exception as exc:
+            raise InputValidationError(
+                f"concurrency_key of workflow {self.name!r} failed on the input: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(key, str):
+            raise InputValidationError(
+                f"concurrency_key of workflow {self.name!r} must return a str, "
+                f"not {type(key).__name__}"
+            )
+        return check_id(f"{self.name}:{key}", what="concurrency key"), self.concurrency
 
     def encode_input(self, value: Any) -> Any:
         """Validate ``engine.start``'s input and return its JSON form."""
@@ -144,6 +187,18 @@ class WorkflowDef:
         if self.input is None:
             return ()
         return (self.input.from_json_value(stored_input),)
+
+
+def _concurrency(value: int | None, key: Callable[[Any], str] | None) -> int | None:
+    if value is None:
+        if key is not None:
+            raise ConfigurationError("concurrency_key needs concurrency=N (the slots per key)")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"concurrency must be an int >= 1, not {value!r}")
+    if key is not None and not callable(key):
+        raise ConfigurationError("concurrency_key must be a function of the workflow's input")
+    return value
 
 
 def _timeout(value: float | None) -> float | None:

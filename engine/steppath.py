@@ -46,6 +46,10 @@ T = TypeVar("T")
 
 #: Waits up to this long pause in place, holding the lease; longer ones park the event.
 SHORT_WAIT = 1.0
+#: A rate-limited start later than this past its reserved time (a fraction of the period:
+#: a stalled worker) reserves another, so that the starts in any window of W seconds stay
+#: within ``limit * (W / per + 1)``.
+RATE_LATENESS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +131,8 @@ def call_step(
         if record is not None:  # retrying: the next attempt is due at wake_at
             yield from wait_until(run, record.wake_at or 0.0)
         attempt = 1 if record is None else record.attempts + 1
+        if step.rate_limit is not None:  # wait for a start time under the limit
+            yield from rate_wait(run, step, index, attempt, args, kwargs)
         started = run.now()
         info = StepInfo(run.execution_id, index, step.name, attempt)
         outcome: Outcome = yield RunStep(step, args, kwargs, info)
@@ -142,6 +148,38 @@ def call_step(
         )
         return run.result(step, record, cause=error)
     return run.result(step, record)
+
+
+def rate_wait(
+    run: Activation,
+    step: StepDef,
+    index: int,
+    attempt: int,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> StepFlow[None]:
+    """Wait for the start time reserved for this attempt under the step's rate limit:
+    parked until just before it when it is far, the rest in place. A reservation is named
+    by the execution, the call and the attempt, so the replay after a park finds its own.
+    A start later than a whole period past its time (a stalled worker) gives that time up
+    and reserves again, so late starts bunch up with at most one period's others."""
+    limit = step.rate_limit
+    assert limit is not None
+    key = limit.key_for(step.name, args, kwargs)
+    late = limit.per * RATE_LATENESS
+    again = 0
+    while True:
+        token = f"{run.execution_id}:{index}:{attempt}" + (f":{again}" if again else "")
+        flow = run.host.store.reserve_rate(key, token, limit.limit, limit.per)
+        outcome: Outcome = yield Io(flow)
+        if outcome.error is not None:
+            raise outcome.error
+        at = float(outcome.value)
+        yield from wait_until(run, at - SHORT_WAIT / 2)  # a long wait parks until then
+        yield from wait_until(run, at)
+        if run.now() <= at + late:
+            return
+        again += 1
 
 
 def call_transaction(

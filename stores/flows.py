@@ -65,7 +65,14 @@ class StoreFlows:
         lease_token: str | None = None,
         visibility: float = 30.0,
         trace_context: str | None = None,
+        limit: tuple[str, int] | None = None,
+        debounce: float | None = None,
     ) -> Flow[StartOutcome]:
+        """Create the execution and its first event (one statement), or find it there.
+
+        ``limit`` (key, slots): the execution waits, gated, for a slot of its key
+        (migration 9). ``debounce``: its first event is parked that long, and a start of
+        the same id while it still is folds into it (the new input, a new deadline)."""
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
         check_priority(priority)
@@ -85,6 +92,9 @@ class StoreFlows:
             "deadline": None if timeout is None else now + timeout,
             "lease_token": lease_token,
             "lease_expiry": None if lease_token is None else now + visibility,
+            "limit_key": None if limit is None else check_id(limit[0], what="concurrency key"),
+            "limit_max": None if limit is None else int(limit[1]),
+            "debounce_until": None if debounce is None else now + debounce,
         }
         # The trace context, when there is one, in the same transaction (an operator
         # feature: the start's one statement and the schema's start trigger stay as they are).
@@ -256,6 +266,33 @@ class StoreFlows:
         }
         params["now"] = yield from self.clock.now()
         (yield Request((QUERIES("set_event", params),))).raise_for_errors()
+
+    def reserve_rate(self, key: str, token: str, limit: int, per: float) -> Flow[float]:
+        """Reserve a start time under a rate limit (one request): the earliest that keeps
+        at most ``limit`` starts of ``key`` in any ``per`` seconds, after every earlier
+        reservation. Idempotent by ``token``: asking again returns the same time."""
+        check_id(key, what="rate limit key")
+        # The replay after a park asks again: a weak read (no Raft entry) finds its time. A
+        # stale miss only sends the idempotent write below.
+        mine = {"key": key, "token": token}
+        found = yield Request((QUERIES("rate_reserved", mine),), level="weak")
+        row = found[0].first() if found[0].error is None else None
+        if row is not None:
+            return float(row["at"])
+        now = yield from self.clock.now()
+        params = {"key": key, "token": token, "limit": limit, "per": per, "now": now}
+        response = yield Request(
+            (
+                QUERIES("rate_forget", params),
+                QUERIES("rate_reserve", params),
+                QUERIES("rate_reserved", params),
+            ),
+            transaction=True,
+        )
+        row = response.raise_for_errors()[2].first()
+        if row is None:
+            raise InvalidArgumentError(f"no start time could be reserved for {key!r}")
+        return float(row["at"])
 
     def get_event(self, execution_id: str, key: str) -> Flow[tuple[bool, Any]]:
         """(found, value) of an execution's event ``key`` (a weak read; a miss is read again

@@ -21,10 +21,13 @@ execution_id, idx, name, status, output, error, started_at, ended_at, worker_id,
 attempts, wake_at, history
 
 -- name: start
+-- limit_key, limit_max: the execution waits for a slot of its limit; debounce_until: its
+-- first event is parked until then, and a start of the same id meanwhile folds into it.
 INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,
-                              parent_id, deadline, lease_token, lease_expiry)
+                              parent_id, deadline, lease_token, lease_expiry,
+                              limit_key, limit_max, debounce_until)
 VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id, :deadline,
-        :lease_token, :lease_expiry);
+        :lease_token, :lease_expiry, :limit_key, :limit_max, :debounce_until);
 
 -- name: start_lease
 -- The first event of a start that leased it (the fast path): which message it is.
@@ -251,6 +254,26 @@ ORDER BY created_at DESC, id LIMIT :limit;
 -- name: count_by_status_since
 -- The dashboard's live counts: one index range per status, bounded by the time window.
 SELECT COUNT(*) AS n FROM executions WHERE status = :status AND created_at >= :since;
+
+-- ---------------------------------------------------------------- rate limits (migration 9)
+
+-- name: rate_forget
+-- Reservations older than the window (and a minute) can no longer delay anyone.
+DELETE FROM rate_slots WHERE key = :key AND at < :now - :per - 60;
+
+-- name: rate_reserve
+-- The earliest time at or after the key's last reservation (FIFO) that leaves at most
+-- :limit reservations in any :per seconds: :per after the :limit-th latest one.
+INSERT INTO rate_slots (key, token, at)
+SELECT :key, :token, max(
+  :now,
+  COALESCE((SELECT MAX(at) FROM rate_slots WHERE key = :key), :now),
+  COALESCE((SELECT at FROM rate_slots WHERE key = :key
+            ORDER BY at DESC LIMIT 1 OFFSET :limit - 1), :now - :per) + :per)
+WHERE NOT EXISTS (SELECT 1 FROM rate_slots WHERE key = :key AND token = :token);
+
+-- name: rate_reserved
+SELECT at FROM rate_slots WHERE key = :key AND token = :token;
 
 -- ---------------------------------------------------------------- transaction steps
 -- A batch holding a transaction step (@engine.transaction) is one transactional request:

@@ -21,6 +21,7 @@ TABLES = (
     "events",
     "workers",
     "worker_duties",
+    "rate_slots",
 )
 
 

@@ -52,6 +52,10 @@ class LocalClock:
         return f"LocalClock(skew={self.skew})"
 
 
+#: A clock sync this precise (half its round trip, seconds) is kept for ``resync``.
+PRECISE = 0.025
+
+
 class ClusterClock:
     """The rqlite leader's clock, tracked locally between syncs.
 
@@ -70,7 +74,8 @@ class ClusterClock:
         self._resync = resync
         self._local = local_time
         self._anchor: tuple[float, float] | None = None  # (reference time, local time)
-        self.uncertainty = float("inf")  # half the round trip of the last sync
+        self.uncertainty = float("inf")  # half the round trip of the sync in use
+        self._synced_at = float("-inf")  # local time of the last sync attempt
         # Never backwards: a resync that finds the leader behind our extrapolation (or a
         # new leader whose clock is) holds the time until it catches up, so that a
         # deadline computed earlier never comes to look later, nor a wait end early.
@@ -79,16 +84,27 @@ class ClusterClock:
     def now(self) -> Flow[float]:
         anchor = self._anchor
         local = self._local()
-        if anchor is None or local - anchor[1] > self._resync:
+        # A sync whose round trip was slow (a busy leader, a worker starting on a loaded
+        # machine) may be off by half of it: try again within a second, and keep the
+        # better of the two while the older one is fresh.
+        due = self._resync if self.uncertainty <= PRECISE else min(self._resync, 1.0)
+        if anchor is None or local - self._synced_at > due:
             before = self._local()
             response = yield Request((self._query,), transaction=False, level="weak")
             after = self._local()
             row = response.raise_for_errors()[0].first()
             if row is None or not isinstance(row["now"], (int, float)):
                 raise ProtocolError("the clock query returned no time")
-            midpoint = (before + after) / 2
-            self._anchor = anchor = (float(row["now"]), midpoint)
-            self.uncertainty = (after - before) / 2
+            self._synced_at = after
+            uncertainty = (after - before) / 2
+            if (
+                anchor is None
+                or uncertainty <= self.uncertainty
+                or after - anchor[1] > self._resync
+            ):
+                midpoint = (before + after) / 2
+                self._anchor = anchor = (float(row["now"]), midpoint)
+                self.uncertainty = uncertainty
             local = self._local()
         return self._forward(anchor[0] + (local - anchor[1]))
 

@@ -59,6 +59,13 @@ def _json_arg(text: str, what: str) -> Any:
     "--id", "execution_id", help="Execution id (idempotent: an existing one is returned)."
 )
 @click.option("--priority", type=click.IntRange(0, 4), default=0, show_default=True)
+@click.option(
+    "--debounce",
+    type=float,
+    metavar="S",
+    help="With --id: run S seconds after the last start of that id; starts before it runs "
+    "fold into it (the last input wins).",
+)
 @click.option("--wait", is_flag=True, help="Wait for the result (as `raftflow result`).")
 @click.option(
     "--timeout",
@@ -75,6 +82,7 @@ def start(
     app: str,
     execution_id: str | None,
     priority: int,
+    debounce: float | None,
     wait: bool,
     wait_timeout: float | None,
     conn: Connection,
@@ -90,7 +98,9 @@ def start(
     value = _json_arg(input_json, "INPUT_JSON")
     engine = conn.engine(load_engine(app))
     try:
-        handle = engine.start(workflow, value, execution_id=execution_id, priority=priority)
+        handle = engine.start(
+            workflow, value, execution_id=execution_id, priority=priority, debounce=debounce
+        )
         if not wait:
             if as_json:
                 print_json({"id": handle.id, "created": handle.created})

@@ -25,6 +25,7 @@ TABLES = (
     "events",
     "workers",
     "worker_duties",
+    "rate_slots",
 )
 HOT_PATH = [
     (QUEUE, "publish"),
@@ -59,6 +60,9 @@ HOT_PATH = [
     (STORE, "steps"),
     (STORE, "list_by_status"),
     (STORE, "set_trace_context"),
+    (STORE, "rate_forget"),
+    (STORE, "rate_reserve"),
+    (STORE, "rate_reserved"),
     # What operators read (CLI, dashboard) and what workers write about themselves.
     (STORE, "list_recent"),
     (STORE, "list_by_status_since"),
@@ -139,6 +143,7 @@ PARAMS = {
     "next_at": 2.0,
     "batch": 100,
     "groups": "[]",
+    "per": 1.0,
     **dict.fromkeys(
         [
             "parent_id",
@@ -159,6 +164,9 @@ PARAMS = {
             "next_priority",
             "next_token",
             "next_expiry",
+            "limit_key",
+            "limit_max",
+            "debounce_until",
         ],
         None,
     ),
@@ -206,3 +214,20 @@ def test_retention_walks_the_finished_index(db: sqlite3.Connection) -> None:
         plan = " ".join(row[3] for row in db.execute(SCHEDULES.explain(name).sql, PARAMS))
         assert "USING INDEX executions_finished" in plan, (name, plan)
         assert "TEMP B-TREE" not in plan, (name, plan)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # The reads of the `limit_open` trigger (migration 9), run by every start and
+        # every finish of a limited execution: the key's slots held, its oldest waiters.
+        "SELECT COUNT(*) FROM executions WHERE limit_key = :k AND admitted = 1"
+        " AND status IN ('pending', 'running')",
+        "SELECT rowid FROM executions WHERE limit_key = :k AND admitted = 0"
+        " AND status = 'pending' ORDER BY rowid LIMIT 3",
+    ],
+)
+def test_the_limit_triggers_walk_the_limit_index(db: sqlite3.Connection, sql: str) -> None:
+    plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", {"k": "wf:a"})]
+    assert all("executions_by_limit" in step for step in plan if "executions" in step), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan  # FIFO is the index order
