@@ -21,7 +21,9 @@ def test_kill_9_random_workers_repeatedly(
     """Four times, a random worker holding executions is killed with SIGKILL and a
     replacement started (and up before the next kill): its executions resume elsewhere
     once their leases lapse."""
-    options = Options(visibility=2.0)
+    # Work for all four rounds even on a loaded machine, where a replacement worker takes
+    # seconds to come up: executions keep arriving for 25 s.
+    options = Options(visibility=2.0, executions=150, produce_over=25.0)
     with scenario("kill -9 workers", chaos_cluster, options) as s:
         victims = []
         for round_ in range(4):
