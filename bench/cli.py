@@ -55,6 +55,9 @@ _TUNABLES = {
     "wait_window": (float, "timers: seconds of the idle and the waiting windows"),
     "sleepers_light": (int, "timers: executions sleeping a random 1-5 s, a light load"),
     "sleepers": (int, "timers: executions sleeping a random 1-5 s, a heavy load"),
+    "sleep_loop": (int, "long: wakes of the sleeping loop"),
+    "sleep_loop_seconds": (float, "long: seconds each wake of the sleeping loop sleeps"),
+    "inflight": (int, "long: executions asleep at once, for the worker's memory"),
 }
 
 

@@ -218,17 +218,20 @@ def run_long(ctx: Context) -> dict[str, Any]:
 
     sqlite_rows = run_series(ctx, sqlite_url, s.long_sizes, "sqlite", rqlite=False)
     rqlite_rows = run_series(ctx, rqlite_url, s.long_rqlite_sizes, "rqlite", rqlite=True)
+    from bench.long_goals import run_goals
+
     return {
         "long": {
             "steps_per_turn": STEPS_PER_TURN,
             "rows": sqlite_rows + rqlite_rows,
             "growth": {"sqlite": growth(sqlite_rows), "rqlite": growth(rqlite_rows)},
+            "goals": run_goals(ctx, sqlite_dir),
         }
     }
 
 
 def phases(settings: Any) -> int:
-    return 2 * (len(settings.long_sizes) + len(settings.long_rqlite_sizes))
+    return 2 * (len(settings.long_sizes) + len(settings.long_rqlite_sizes)) + 2  # + the goals
 
 
 def render(results: dict[str, Any]) -> str:
@@ -280,4 +283,8 @@ def render(results: dict[str, Any]) -> str:
                 f"{backend}, sticky_cache={key.split('_')[1]}: ms/step at N={g['to_n']:,} is "
                 f"{g['per_step_ratio']}x that at N={g['from_n']:,}"
             )
+    if "goals" in data:
+        from bench.long_goals import render_goals
+
+        lines += render_goals(data["goals"])
     return "\n".join(lines)

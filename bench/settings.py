@@ -42,8 +42,13 @@ class Settings:
     sleepers_light: int = 100  # executions sleeping a random 1-5 s, a light load
     sleepers: int = 1_000  # ... and a heavy one
     # --mode long: one execution of N steps per run, on embedded SQLite and on rqlite
-    long_sizes: tuple[int, ...] = (500, 1_000, 2_000, 4_000, 8_000)
+    long_sizes: tuple[int, ...] = (500, 1_000, 2_000, 4_000, 10_000)
     long_rqlite_sizes: tuple[int, ...] = (250, 500, 1_000, 2_000)
+    sleep_loop: int = 300  # --mode long: wakes of the sleeping loop
+    # ... each after a sleep this long: over SHORT_WAIT (1 s, a wait in place), so that
+    # every wake is the claim of a parked event (the case whose cost could grow)
+    sleep_loop_seconds: float = 1.5
+    inflight: int = 10_000  # --mode long: executions asleep at once (worker memory)
     # Where the JSON goes; how long any phase may take.
     json_path: Path = field(default=RESULTS / "latest.json")
     phase_timeout: float = 900.0
@@ -75,6 +80,9 @@ class Settings:
             sleepers=10,
             long_sizes=(20, 60),
             long_rqlite_sizes=(20, 40),
+            sleep_loop=6,
+            sleep_loop_seconds=0.05,
+            inflight=100,
             phase_timeout=120.0,
         )
 

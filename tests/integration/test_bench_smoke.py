@@ -156,6 +156,11 @@ def test_long_smoke_reports_per_step_cost(tmp_path: Path, rqlited_path: Path) ->
         if row["backend"] == "rqlite":
             assert row["raft_per_step"] > 0, row
     assert "ms/step at N=" in data_text(tmp_path)
+    goals = data["long"]["goals"]
+    loop, memory = goals["sleep_loop"], goals["in_flight"]
+    assert loop["wakes"] == settings["sleep_loop"] and loop["first_wakes_ms"] > 0, loop
+    assert memory["executions"] == settings["inflight"], memory
+    assert 0 < memory["kept_runs"] <= memory["sticky_cache"] and memory["rss_mb_all_parked"] > 0
 
 
 def data_text(tmp_path: Path) -> str:
