@@ -37,7 +37,6 @@ from raftflow.engine.errors import (
     WorkflowError,
 )
 from raftflow.engine.events import RUN_TEXT
-from raftflow.engine.local import Outcome
 from raftflow.engine.registry import Codec, Registry, StepDef, WorkflowDef
 from raftflow.stores.base import AttemptRecord, ErrorInfo, Status, StepRecord
 from raftflow.transports.errors import InvalidArgumentError, RaftflowError
@@ -77,7 +76,7 @@ class Host(Protocol):
 
     def keep_turn(self, activation: Activation) -> bool: ...
 
-    def finished(self, execution_id: str, outcome: Outcome) -> None: ...
+    def finished(self, execution_id: str, status: Status) -> None: ...
 
     @property
     def sticky(self) -> bool:
@@ -478,10 +477,7 @@ class Activation:
     def conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
         self.held = False
         if outcome.applied and commit.status is not None and commit.status.is_final:
-            self.host.finished(
-                self.execution_id,
-                Outcome(self.workflow.name, commit.status, commit.output, commit.error),
-            )
+            self.host.finished(self.execution_id, commit.status)
         if not outcome.applied:
             log.warning(
                 "execution %s: outcome not recorded (%s); another worker holds it",

@@ -15,7 +15,7 @@ from raftflow.engine.errors import (
     WorkflowFailedError,
 )
 from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
-from raftflow.transports.payload import check_seconds, from_json
+from raftflow.transports.payload import check_seconds
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
@@ -79,8 +79,7 @@ class WorkflowHandle(Generic[T]):
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = min(poll_interval, 0.01)
         local = self.engine.local
-        known = None
-        while known is None or (known.status is Status.SUCCEEDED and known.workflow is None):
+        while True:
             since = local.generation
             record = self.info()
             if record.status.is_final:
@@ -92,16 +91,10 @@ class WorkflowHandle(Generic[T]):
                     f"execution {self.id!r} is still {record.status.value} after {timeout}s"
                 )
             pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            # Between polls, wake at once if a worker of this process finishes something;
-            # when it is this execution, its outcome comes with the news.
-            known = local.wait(self.id, since, pause)
+            # Between polls, wake at once if a worker of this process finishes something
+            # (also during the read above: the generation was taken before it).
+            local.wait(since, pause)
             delay = min(delay * 1.5, poll_interval)
-        return self._outcome(  # type: ignore[no-any-return]
-            known.workflow or "",
-            known.status,
-            None if known.output is None else from_json(known.output),
-            None if known.error is None else ErrorInfo.from_json(from_json(known.error)),
-        )
 
     async def result_async(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
         """:meth:`result` in an async workflow (durable) or async client code (polling)."""

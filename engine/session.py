@@ -33,7 +33,6 @@ from raftflow.engine.backend import AsyncBackend, Claimed, Commit, CommitOutcome
 from raftflow.engine.committer import Committer
 from raftflow.engine.drivers import run_async, run_sync
 from raftflow.engine.events import RunEvent, parse_event
-from raftflow.engine.local import Outcome
 from raftflow.engine.presence import Presence
 from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
@@ -140,10 +139,10 @@ class Session:
         self.tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def finished(self, execution_id: str, outcome: Outcome) -> None:
+    def finished(self, execution_id: str, status: Status) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters."""
-        self.hooks.after_execution(execution_id, outcome.status)
-        self.worker.engine.local.finished(execution_id, outcome)
+        self.hooks.after_execution(execution_id, status)
+        self.worker.engine.local.finished()
 
     # -- Host: what an activation needs ---------------------------------------------------
 
@@ -445,7 +444,7 @@ class Session:
         outcome = await self.commit(commit)
         if outcome.applied:
             log.info("execution %s cancelled (%s)", lease.group_id, reason)
-            self.finished(lease.group_id, Outcome(None, Status.CANCELLED, None, commit.error))
+            self.finished(lease.group_id, Status.CANCELLED)
 
     async def _hand_back(self, lease: Lease, cause: BaseException) -> None:
         """Give an execution back after a failure outside user code, with a back-off that

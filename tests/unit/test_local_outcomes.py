@@ -1,17 +1,17 @@
-"""handle.result() in a process whose worker ran the execution: woken by the worker when
-the outcome commits, and handed that outcome, so it does not read it back."""
+"""handle.result() in a process whose worker runs the execution is woken by that worker
+when the outcome commits, instead of waiting for its next poll; and a finish that happens
+while it reads is not missed."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from raftflow.engine import Engine, WorkflowFailedError
-from raftflow.engine.local import Outcome
-from raftflow.stores.base import Status
+from raftflow.engine.local import LocalWorkers
 
 
 @pytest.fixture
@@ -21,30 +21,12 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     engine.close()
 
 
-def count_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[Status]:
-    """The status each read of an execution by a handle saw."""
-    from raftflow.engine.handle import WorkflowHandle
-
-    reads: list[Status] = []
-    info = WorkflowHandle.info
-
-    def counted(handle: WorkflowHandle[Any]) -> Any:
-        record = info(handle)
-        reads.append(record.status)
-        return record
-
-    monkeypatch.setattr(WorkflowHandle, "info", counted)
-    return reads
-
-
-def test_a_result_computed_here_is_not_read_back(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_result_is_woken_when_the_worker_commits_the_outcome(engine: Engine) -> None:
     release = threading.Event()
 
     @engine.step
     def slow(x: int) -> int:
-        release.wait(10)
+        release.wait(30)
         return x + 1
 
     @engine.workflow
@@ -56,25 +38,32 @@ def test_a_result_computed_here_is_not_read_back(
         raise ValueError(f"no {x}")
 
     with engine.running_worker(concurrency=2):
-        reads = count_reads(engine, monkeypatch)
         handle = engine.start(job, 41)
-        timer = threading.Timer(0.3, release.set)
-        timer.start()
-        assert handle.result(timeout=10) == 42
-        # It polled while the step ran, but never read the outcome: the worker handed it.
-        assert reads and all(not status.is_final for status in reads)
+        released: list[float] = []
+
+        def let_go() -> None:
+            released.append(time.monotonic())
+            release.set()
+
+        # Polls 10 ms apart, growing 1.5x: after 5 s one is seconds away from the next.
+        threading.Timer(5.0, let_go).start()
+        assert handle.result(timeout=30, poll_interval=60.0) == 42
+        # Woken by the worker (a poll would have come seconds later), read once and returned.
+        assert time.monotonic() - released[0] < 1.0
         failing = engine.start(broken, 7)
         with pytest.raises(WorkflowFailedError, match="no 7"):
             failing.result(timeout=10)
-        timer.join()
 
 
-def test_an_outcome_older_than_what_was_read_is_not_taken(engine: Engine) -> None:
-    """A kept outcome from before a read (an execution resumed since) is stale."""
-    local = engine.local
-    local.finished("x", Outcome("wf", Status.FAILED, None, '{"type": "E", "message": "old"}'))
+def test_a_finish_before_the_wait_is_not_missed() -> None:
+    """The generation is taken before the read: a finish in between wakes at once."""
+    local = LocalWorkers()
     since = local.generation
-    assert local.wait("x", since, 0.01) is None
-    local.finished("x", Outcome("wf", Status.SUCCEEDED, "1", None))
-    kept = local.wait("x", since, 0.01)
-    assert kept is not None and kept.status is Status.SUCCEEDED and kept.output == "1"
+    local.finished()  # an outcome committed while the waiter was reading
+    started = time.monotonic()
+    local.wait(since, 10.0)
+    assert time.monotonic() - started < 1.0
+    since = local.generation
+    started = time.monotonic()
+    local.wait(since, 0.2)  # nothing new: the full timeout
+    assert time.monotonic() - started >= 0.19
