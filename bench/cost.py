@@ -94,6 +94,9 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                     "deadline": None,
                     "lease_token": None,
                     "lease_expiry": None,
+                    "limit_key": None,
+                    "limit_max": None,
+                    "debounce_until": None,
                 },
             )
             for e in ids

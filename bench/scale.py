@@ -67,6 +67,9 @@ def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
                 "deadline": None,
                 "lease_token": None,
                 "lease_expiry": None,
+                "limit_key": None,
+                "limit_max": None,
+                "debounce_until": None,
             },
         )
         statements.append([statement.sql, statement.params])

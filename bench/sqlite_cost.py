@@ -41,6 +41,9 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
             "deadline": None,
             "lease_token": None,
             "lease_expiry": None,
+            "limit_key": None,
+            "limit_max": None,
+            "debounce_until": None,
         }
         db.execute(sql, params)
     db.execute("COMMIT")
