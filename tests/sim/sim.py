@@ -21,6 +21,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from raftflow.engine.backend import Backend
@@ -418,18 +419,18 @@ class Simulation:
                 payload = definition.encode_input(item.input)
                 await self._retry(
                     backend,
-                    lambda: store.start(item.id, definition.name, payload, 0, RUN),
+                    partial(store.start, item.id, definition.name, payload, 0, RUN),
                     f"start {item.id}",
                 )
                 self.note(f"client started {item.id} ({item.workflow})")
-                record = await self._retry(backend, lambda: store.get(item.id), f"get {item.id}")
+                record = await self._retry(backend, partial(store.get, item.id), f"get {item.id}")
                 if record is None:
                     self.violation(
                         f"client: {item.id} not found right after its start was acknowledged"
                     )
             elif what == "cancel":
                 status = await self._retry(
-                    backend, lambda: store.cancel(item.id), f"cancel {item.id}"
+                    backend, partial(store.cancel, item.id), f"cancel {item.id}"
                 )
                 self.note(f"client cancel {item.id}: {status}")
             else:
@@ -439,7 +440,7 @@ class Simulation:
                 self.sent.setdefault(item.id, []).append(message)
                 await self._retry(
                     backend,
-                    lambda: store.send(item.id, message, "m", f"{item.id}-k{k}"),
+                    partial(store.send, item.id, message, "m", f"{item.id}-k{k}"),
                     f"send {message}",
                 )
                 self.note(f"client sent {message}")
