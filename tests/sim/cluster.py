@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import os
 import random
 import sqlite3
 from collections.abc import Callable
@@ -52,6 +53,7 @@ from raftflow.transports.sqlite.connection import SqliteConnection
 EPOCH = 1_800_000_000.0
 NODES = ("http://n1:4001", "http://n2:4001", "http://n3:4001")
 CLOCK_SQL = QUERIES("clock").sql.strip()
+CLAIM_SQL = QUERIES("claim").sql.strip()
 
 #: The simulated process a task belongs to (inherited by every task a worker creates).
 PROCESS: contextvars.ContextVar[str] = contextvars.ContextVar("sim_process", default="client")
@@ -127,10 +129,12 @@ class SimCluster:
         self.writes = 0
         self.stale_at = 0
         self.leader_offset = 0.0
+        self.clock_moved = 0.0  # how far the leader clock jumped in all, at elections
         self.election_until = 0.0
         self.calm = False  # the workload is over: no more faults (so everything can finish)
         self.processes: dict[str, Process] = {}
         self.counters = Counters()
+        self.watch = os.environ.get("SIM_WATCH")  # an execution whose rows the trace shows
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -196,7 +200,10 @@ class SimCluster:
         if fault == "election":
             self.election_until = now + rng.uniform(0.5, 3.0)
             if faults.clock_jump:
-                self.leader_offset += rng.uniform(-faults.clock_jump, faults.clock_jump)
+                jump = rng.uniform(-faults.clock_jump, faults.clock_jump)
+                self.leader_offset += jump
+                self.clock_moved += abs(jump)
+                self.trace(f"the new leader's clock is {self.leader_offset:+.3f}s off")
         if now < self.election_until and fault not in ("refused",):
             fault = "no-leader" if fault != "election" else fault
         self.counters.count(fault)
@@ -258,9 +265,22 @@ class SimCluster:
                 request.level,
             )
         connection = self.stale if stale else self.main
+        claim = not stale and any(s.sql.strip() == CLAIM_SQL for s in request.statements)
+        before = self._live_leases() if claim else {}
         response = connection.send(request)
+        if claim:
+            self._check_takeovers(before)
         if not request.is_read_only:
             self.writes += 1
+            if self.watch:
+                rows = self.main._db.execute(
+                    "SELECT seq, locked_by, lock_expiry, event FROM messages WHERE group_id = ?",
+                    (self.watch,),
+                ).fetchall()
+                steps = self.main._db.execute(
+                    "SELECT idx, status, output FROM steps WHERE execution_id = ?", (self.watch,)
+                ).fetchall()
+                self.trace(f"  {self.watch} at {self.leader_time() - EPOCH:.4f}: {rows} {steps}")
             self._check_leases()
             if self.writes >= self.stale_at:  # the stale copy lags 1-20 writes behind
                 self._refresh_stale()
@@ -271,6 +291,34 @@ class SimCluster:
         self.stale._db.close()
         self.stale._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.main._db.backup(self.stale._db)
+
+    def _live_leases(self) -> dict[int, tuple[str, float]]:
+        rows = self.main._db.execute(
+            "SELECT seq, locked_by, lock_expiry FROM messages WHERE locked_by IS NOT NULL "
+            "AND locked_by != '__parked__' AND lock_expiry >= ?",
+            (self.leader_time(),),
+        ).fetchall()
+        return {seq: (token, expiry) for seq, token, expiry in rows}
+
+    def _check_takeovers(self, before: dict[int, tuple[str, float]]) -> None:
+        """A claim takes over a lease only once it lapsed on the leader's clock (give or take
+        how far the leader's clock itself jumped at elections)."""
+        if not before:
+            return
+        now = self.leader_time()
+        marks = ",".join("?" * len(before))
+        rows = self.main._db.execute(
+            f"SELECT seq, group_id, locked_by FROM messages WHERE seq IN ({marks})", tuple(before)
+        ).fetchall()
+        for seq, group_id, token in rows:
+            old, expiry = before[seq]
+            if token != old and token not in (None, "__parked__"):
+                early = expiry - now
+                if early > self.clock_moved + 1e-6:
+                    self.on_violation(
+                        f"{token.split(':')[0]} took over the lease of {group_id} (message "
+                        f"{seq}) from {old.split(':')[0]} {early:.3f}s before it lapsed"
+                    )
 
     def _check_leases(self) -> None:
         rows = self.main._db.execute(

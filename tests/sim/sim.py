@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import gc
 import hashlib
 import logging
 import random
@@ -86,6 +85,9 @@ class Plan:
     pauses: list[tuple[float, int, float]]  # (when, worker index, how long): SIGSTOP/SIGCONT
     clock_skews: list[float]  # each worker's local clock offset (only differences matter)
     calm_at: float  # from then on the network is faultless (so everything can finish)
+    #: (when, worker index, by how much): that worker's local clock jumps (an operator, a
+    #: broken NTP step, a VM resumed); the cluster clock's local time source jumps with it.
+    clock_jumps: list[tuple[float, int, float]] = field(default_factory=list)
 
 
 def make_plan(rng: random.Random, size: int) -> Plan:
@@ -102,7 +104,7 @@ def make_plan(rng: random.Random, size: int) -> Plan:
             steps_per_turn=rng.choice((1, 2, 16)),
             sticky_cache=rng.choice((0, 256)),
             poll_interval=0.01,
-            max_poll_interval=rng.choice((0.1, 0.5)),
+            max_poll_interval=rng.choice((0.25, 1.0)),
             retry_delay=0.2,
             max_batch=rng.choice((1, 64)),
         )
@@ -131,6 +133,15 @@ def make_plan(rng: random.Random, size: int) -> Plan:
         for _ in range(rng.randint(0, 2))
     ]
     skews = [rng.uniform(-600, 600) for _ in options]
+    jumps = []
+    if rng.random() < 0.15:
+        jumps.append(
+            (
+                rng.uniform(0.5, horizon + 4),
+                rng.randrange(workers),
+                rng.choice((-1, 1)) * rng.uniform(60, 300),
+            )
+        )
     return Plan(
         faults,
         workers,
@@ -140,6 +151,7 @@ def make_plan(rng: random.Random, size: int) -> Plan:
         kills=kills,
         pauses=pauses,
         clock_skews=skews,
+        clock_jumps=jumps,
         calm_at=horizon + rng.uniform(5.0, 20.0),
     )
 
@@ -303,16 +315,19 @@ class Simulation:
                 loop.run_until_complete(asyncio.sleep(0.001))
             loop.close()
             self.workers.clear()
-            gc.collect()
         finally:
-            sys.unraisablehook = hook
+            sys.unraisablehook = _quiet_unraisable(hook)
 
     def _backend(self, who: str, index: int) -> Backend:
         config = RqliteConfig(nodes=NODES, timeout=1.0, retry_timeout=3.0)
         skew = self.plan.clock_skews[index]
-        clock = ClusterClock(
-            QUERIES("clock"), resync=5.0, local_time=lambda: self.loop.time() + skew
-        )
+        jumps = [(when, by) for when, i, by in self.plan.clock_jumps if i == index]
+
+        def local_time() -> float:
+            now = self.loop.time()
+            return now + skew + sum(by for when, by in jumps if now >= when)
+
+        clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
         connection = SimConnection(self.cluster, who, config)
         return Backend(Database(SyncSimConnection(connection), clock))  # type: ignore[arg-type]
 
@@ -364,7 +379,7 @@ class Simulation:
             for who, worker in self.workers.items():
                 if self.cluster.process(who).died_at is None:
                     worker.stop()
-            await asyncio.sleep(5.0)
+            await asyncio.sleep(2.0)
 
     def _all_final(self) -> bool:
         rows = self.cluster.query(
@@ -379,6 +394,7 @@ class Simulation:
             (t, "kill", i, 0.0) for t, i in self.plan.kills
         ]
         events += [(t, "pause", i, d) for t, i, d in self.plan.pauses]
+        events += [(t, "jump", i, by) for t, i, by in self.plan.clock_jumps]
         events.sort()
         loop = asyncio.get_running_loop()
         spare = self.plan.workers
@@ -387,7 +403,9 @@ class Simulation:
             process = self.cluster.process(f"w{index}")
             if process.died_at is not None:
                 continue
-            if what == "kill":
+            if what == "jump":
+                self.note(f"w{index}'s clock jumps by {duration:+.0f}s")
+            elif what == "kill":
                 process.died_at = loop.time()
                 self.note(f"w{index} killed (kill -9)")
                 if spare < len(self.plan.options):
@@ -468,6 +486,20 @@ class Simulation:
 
         for message in check(self):
             self.violation(message)
+
+
+def _quiet_unraisable(hook: Any) -> Any:
+    """Killed workers' coroutines, collected later, complain that they ignored their
+    GeneratorExit (they wait forever by design): keep those quiet, pass the rest on."""
+    if getattr(hook, "sim_quiet", False):
+        return hook
+
+    def quiet(unraisable: Any) -> None:
+        if "GeneratorExit" not in str(unraisable.exc_value):
+            hook(unraisable)
+
+    quiet.sim_quiet = True  # type: ignore[attr-defined]
+    return quiet
 
 
 def run_seed(seed: int, **options: Any) -> Result:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from raftflow.engine import Engine, Retry, current_step
-from raftflow.engine.context import current_activation
 
 from tests.sim.cluster import PROCESS
 
@@ -55,18 +54,33 @@ class RunLog:
         await sim.cluster.gate(who)
         loop = asyncio.get_running_loop()
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
-        activation = current_activation()
-        if activation is not None:
-            run.held = bool(
+        worker = sim.workers.get(who)
+        session = worker._session if worker is not None else None
+        if session is not None:  # the activation(s) of this execution running a step here
+            tokens = [
+                a.lease.token
+                for a in session.activations
+                if a.execution_id == info.execution_id and a.in_step
+            ]
+            run.held = any(
                 sim.cluster.query(
                     "SELECT 1 FROM messages WHERE group_id = ? AND locked_by = ?",
-                    (info.execution_id, activation.lease.token),
+                    (info.execution_id, token),
                 )
+                for token in tokens
             )
         self.runs.append(run)
-        await asyncio.sleep(0.0 if short else sim.rng.uniform(0.0, sim.plan.step_time))
-        await sim.cluster.gate(who)
+        held = "" if run.held else ", its lease lost"
+        sim.note(f"{who} run {run.id}: {run.execution}#{run.index} attempt {run.attempt}{held}")
+        try:
+            await asyncio.sleep(0.0 if short else sim.rng.uniform(0.0, sim.plan.step_time))
+            await sim.cluster.gate(who)
+        except asyncio.CancelledError:
+            run.end, run.ok = loop.time(), False
+            sim.note(f"{who} run {run.id} cancelled")
+            raise
         run.end = loop.time()
+        sim.note(f"{who} run {run.id} ends")
         if fail:
             run.ok = False
             raise ValueError(f"run {run.id} fails")
