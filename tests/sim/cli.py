@@ -9,8 +9,10 @@ python -m tests.sim --seeds 500 --mutation no-fence   # a planted bug: which see
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
+from functools import partial
 
 from tests.sim.mutations import MUTATIONS
 from tests.sim.sim import Result, run_seed
@@ -28,6 +30,12 @@ def describe(result: Result, mutation: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _light_run(seed: int, **options: object) -> Result:
+    """A seed's result without its trace (what crosses processes stays small)."""
+    result = run_seed(seed, **options)  # type: ignore[arg-type]
+    return Result(result.seed, result.violations, [], result.stats)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
     parser.add_argument("--seeds", type=int, default=200, help="how many seeds to run")
@@ -37,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutation", choices=sorted(MUTATIONS), help="plant a bug")
     parser.add_argument("--size", type=int, default=6, help="executions per seed")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--jobs", type=int, default=1, help="processes running seeds at once")
     args = parser.parse_args(argv)
     if args.seed is not None:
         result = run_seed(args.seed, size=args.size, mutation=args.mutation, verbose=args.trace)
@@ -51,8 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[Result] = []
     faults: dict[str, int] = {}
     requests = executions = 0
-    for seed in range(args.first, args.first + args.seeds):
-        result = run_seed(seed, size=args.size, mutation=args.mutation)
+    seeds = range(args.first, args.first + args.seeds)
+    job = partial(_light_run, size=args.size, mutation=args.mutation)
+    pool = multiprocessing.Pool(args.jobs) if args.jobs > 1 else None
+    results = pool.imap(job, seeds, chunksize=8) if pool is not None else map(job, seeds)
+    for result in results:
         requests += result.stats["requests"]
         executions += result.stats["executions"]
         for name, count in result.stats["faults"].items():
@@ -62,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(result, args.mutation), flush=True)
             if args.stop:
                 break
+    if pool is not None:
+        pool.terminate()
     elapsed = time.perf_counter() - started
     ran = (failed[-1].seed - args.first + 1) if (args.stop and failed) else args.seeds
     injected = sum(v for k, v in faults.items() if k != "ok")
