@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         pool.terminate()
     elapsed = time.perf_counter() - started
     ran = (failed[-1].seed - args.first + 1) if (args.stop and failed) else args.seeds
-    injected = sum(v for k, v in faults.items() if k != "ok")
+    injected = sum(v for k, v in faults.items() if k not in ("ok", "takeover-after-clock-jump"))
     print(
         f"{ran} seeds in {elapsed:.1f}s ({ran / elapsed:.1f} seeds/s): {executions} executions, "
         f"{requests} requests, {injected} faults injected {dict(sorted(faults.items()))}; "
