@@ -118,6 +118,8 @@ def check(sim: Simulation) -> list[str]:
         if row is None or row["status"] != "succeeded":
             continue
         output = json.loads(row["output"])
+        if item.workflow == "listener" and sim.refused.get(item.id):
+            problems.append(f"{item.id}: succeeded, yet sends were refused as finished")
         if item.workflow == "listener" and output != sim.sent.get(item.id, []):
             problems.append(f"{item.id}: received {output}, sent {sim.sent.get(item.id)}")
         if item.workflow == "napper":
