@@ -39,6 +39,13 @@ class Clock(Protocol):
         ...
 
 
+def uncertainty_of(clock: Clock) -> float:
+    """How far ``clock``'s estimate may be off the reference, either way (0 for a local
+    clock, and for a cluster clock not synced yet)."""
+    value = getattr(clock, "uncertainty", 0.0)
+    return float(value) if isinstance(value, (int, float)) and value < float("inf") else 0.0
+
+
 def earliest(clock: Clock) -> Flow[float]:
     """A time ``clock``'s reference has surely reached (``earliest()`` if the clock has one,
     else ``now()``): what a lease takeover compares deadlines with."""

@@ -10,6 +10,9 @@ cluster receives, or patches a function for the duration of one simulation.
 - ``heartbeat-race``: the lease a commit leaves the worker is applied a moment after the
   commit is done, not inside it (the chaos suite's bug 1, fixed in 491c64c): a heartbeat in
   between extends the deleted message and drops a live lease.
+- ``early-timers``: wake times and deadlines on the clock's midpoint estimate, ignoring its
+  uncertainty (the engine before the simulator found it, seeds 2711 and 2780): a durable
+  sleep set by a worker whose estimate is behind ends early.
 """
 
 from __future__ import annotations
@@ -102,8 +105,26 @@ class HeartbeatRace(Mutation):
             cls.commit = original  # type: ignore[method-assign]
 
 
+class EarlyTimers(Mutation):
+    """Timers on the clock's midpoint estimate, as before the fix: a sleep set by a worker
+    whose estimate is behind, and fired by one whose estimate is not, ends early."""
+
+    @contextlib.contextmanager
+    def patch(self) -> Iterator[None]:  # type: ignore[override]
+        cls = activation_module.Activation
+        saved = (cls.after, cls.passed, cls.remaining)
+        cls.after = lambda self, seconds: self.now() + seconds  # type: ignore[method-assign]
+        cls.passed = lambda self, deadline: self.now() >= deadline  # type: ignore[method-assign]
+        cls.remaining = lambda self, deadline: deadline - self.now()  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            cls.after, cls.passed, cls.remaining = saved  # type: ignore[method-assign]
+
+
 MUTATIONS: dict[str, Mutation] = {
     "no-fence": NoFence("no-fence"),
     "stale-not-found": StaleNotFound("stale-not-found"),
     "heartbeat-race": HeartbeatRace("heartbeat-race"),
+    "early-timers": EarlyTimers("early-timers"),
 }

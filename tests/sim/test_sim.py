@@ -56,7 +56,7 @@ def test_same_trace_in_another_process() -> None:
 
 
 #: The first seed that caught each (python -m tests.sim --mutation NAME --stop); tried first.
-CAUGHT_BY = {"no-fence": 96, "stale-not-found": 0, "heartbeat-race": 10}
+CAUGHT_BY = {"no-fence": 96, "stale-not-found": 0, "heartbeat-race": 10, "early-timers": 2711}
 
 
 @pytest.mark.parametrize("mutation", sorted(CAUGHT_BY))
@@ -80,3 +80,10 @@ def test_a_failure_says_how_to_replay_it_and_replays() -> None:
     # The replay is the same run: same violations, same trace.
     again = run_seed(seed, mutation="no-fence")
     assert again.violations == result.violations and again.digest == result.digest
+
+
+@pytest.mark.parametrize("seed", [2711, 2780])
+def test_timer_regression_seeds(seed: int) -> None:
+    """The seeds that found durable sleeps ending early (fixed with Activation.after/passed)."""
+    result = run_seed(seed)
+    assert not result.violations, describe(result)
