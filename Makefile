@@ -12,8 +12,8 @@ WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pypr
 # checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
-.PHONY: setup rqlite browser demo demo-cluster test test-fast test-retention test-deploy lint bench \
-	bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
+.PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-fast test-retention test-deploy \
+	lint bench bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
 	image-worker-offline clean
 
 setup: $(INSTALLED) $(RQLITED)
@@ -37,13 +37,30 @@ browser:  ## install chromium + chromium-driver (apt) when they are missing
 			chromium chromium-driver >/dev/null; \
 	else echo "chromium/chromedriver missing and not root: the browser test will skip"; fi
 
+# The partition tests (tests/chaos/test_partitions.py) put rqlite nodes in network namespaces
+# with iproute2's `ip`. Installed here when missing (root, as on CI); elsewhere they skip.
+iproute2:  ## install iproute2 (apt) when `ip` is missing
+	@if command -v ip >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			iproute2 >/dev/null; \
+	else echo "iproute2 missing and not root: the partition tests will skip"; fi
+
+# The deterministic simulator (tests/sim, docs/reliability.md): SEEDS seeds from FIRST, in
+# JOBS processes. `make test` runs 30 of them; a failing seed prints the command replaying it.
+SEEDS ?= 2000
+FIRST ?= 0
+JOBS ?= 2
+sim: setup  ## the simulator over SEEDS seeds (make sim SEEDS=100000 JOBS=2)
+	$(BIN)/python -m tests.sim --seeds $(SEEDS) --first $(FIRST) --jobs $(JOBS)
+
 demo: setup  ## the checkout demo on a local SQLite file (one process)
 	$(BIN)/raftflow demo
 
 demo-cluster: setup  ## the same demo on a local 3-node rqlite cluster, two worker processes
 	$(BIN)/raftflow demo --cluster
 
-test: setup browser  ## the whole suite against real rqlite clusters
+test: setup browser iproute2  ## the whole suite against real rqlite clusters
 	$(BIN)/pytest
 
 test-fast: setup  ## unit tests only (no server)

@@ -74,6 +74,10 @@ class Host(Protocol):
 
     def clock_estimate(self) -> float: ...
 
+    def clock_uncertainty(self) -> float:
+        """How far ``clock_estimate()`` may be off the cluster's clock, either way."""
+        ...
+
     def keep_turn(self, activation: Activation) -> bool: ...
 
     def finished(self, execution_id: str, status: Status) -> None: ...
@@ -171,6 +175,21 @@ class Activation:
         """The cluster's time, without I/O (deadlines and wake times are measured on it)."""
         return self.host.clock_estimate()
 
+    def after(self, seconds: float) -> float:
+        """A wake time (or deadline) ``seconds`` from now that is surely no earlier on the
+        cluster's clock: the estimate plus its uncertainty. With :meth:`passed`, timers
+        never fire early, however far either worker's estimate is off (found by tests/sim:
+        a sleep set by a worker whose estimate was behind ended early by that much)."""
+        return self.now() + self.host.clock_uncertainty() + seconds
+
+    def passed(self, deadline: float) -> bool:
+        """Whether ``deadline`` has surely passed on the cluster's clock."""
+        return self.now() - self.host.clock_uncertainty() >= deadline
+
+    def remaining(self, deadline: float) -> float:
+        """How long until ``deadline`` has surely passed (<= 0: it has)."""
+        return deadline - (self.now() - self.host.clock_uncertainty())
+
     def args(self) -> tuple[Any, ...]:
         try:
             return self.workflow.call_args(self.record.input)
@@ -235,7 +254,7 @@ class Activation:
 
     def deadline_passed(self) -> bool:
         deadline = self.record.deadline
-        return deadline is not None and self.now() >= deadline
+        return deadline is not None and self.passed(deadline)
 
     # -- staging --------------------------------------------------------------------------
 

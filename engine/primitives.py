@@ -47,7 +47,7 @@ def sleep(run: Activation, seconds: float) -> StepFlow[None]:
     """Sleep until a wake time recorded the first time: a replay waits only what remains."""
     index, record = yield from call_begin(run, "sleep", "sleep")
     if record is None:
-        record = run.stage(index, "sleep", "sleep", "succeeded", wake_at=run.now() + seconds)
+        record = run.stage(index, "sleep", "sleep", "succeeded", wake_at=run.after(seconds))
     yield from wait_until(run, record.wake_at or 0.0)
 
 
@@ -65,7 +65,7 @@ def recv(run: Activation, topic: str, timeout: float | None) -> StepFlow[Any]:
             run.stage(index, "recv", topic, "succeeded", output=output, started=started,
                       consume_signal=signal.seq)  # fmt: skip
             return signal.payload
-        if run.now() >= deadline:
+        if run.passed(deadline):
             run.stage(index, "recv", topic, "succeeded", output="null", started=started)
             return None
         if record is None:
@@ -142,7 +142,7 @@ def wait_child(run: Activation, child_id: str, timeout: float | None) -> StepFlo
             }
             output = to_json(result, what="child outcome")
             record = run.stage(index, "wait", child_id, "succeeded", output=output, started=started)
-        elif run.now() >= deadline:
+        elif run.passed(deadline):
             error = ErrorInfo("ResultTimeoutError", f"child {child_id!r} did not finish in time")
             record = run.stage(index, "wait", child_id, "failed", started=started,
                                error=to_json(error.to_json(), what="timeout"))  # fmt: skip
@@ -201,7 +201,7 @@ def child_outcome(child_id: str, stored: Any, registry: Registry) -> Any:
 
 
 def _deadline(run: Activation, timeout: float | None) -> float:
-    return run.now() + (FOREVER if timeout is None or math.isinf(timeout) else timeout)
+    return run.after(FOREVER if timeout is None or math.isinf(timeout) else timeout)
 
 
 def _stage_outcome(

@@ -38,6 +38,7 @@ from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
+from raftflow.transports.clock import uncertainty_of
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -161,6 +162,9 @@ class Session:
 
     def clock_estimate(self) -> float:
         return self.backend.queue.clock.estimate()
+
+    def clock_uncertainty(self) -> float:
+        return uncertainty_of(self.backend.queue.clock)
 
     def keep_turn(self, activation: Activation) -> bool:
         return (
@@ -295,7 +299,8 @@ class Session:
                 return
             reason = record.cancel_reason
             deadline = record.deadline
-            if reason is None and deadline is not None and self.clock_estimate() >= deadline:
+            surely = self.clock_estimate() - self.clock_uncertainty()
+            if reason is None and deadline is not None and surely >= deadline:
                 reason = "timeout"
             if reason is not None:
                 # A cancel (asked, inherited from a parent, or the workflow's timeout) is

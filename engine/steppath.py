@@ -139,7 +139,7 @@ def call_step(
         error = outcome.error
         retry = step.retry
         if error is not None and retry is not None and retry.retries(attempt, error):
-            wake_at = run.now() + retry.delay_after(attempt)
+            wake_at = run.after(retry.delay_after(attempt))
             record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
             yield from flush(run)  # a crash now resumes with the next attempt, not this one
             continue
@@ -304,7 +304,7 @@ def wait_until(
     """Wait for ``deadline`` (and whatever else may wake the execution first): a short
     wait pauses in place after committing what is staged; a longer one parks the next
     event and unwinds, to be replayed to here by whoever claims it next."""
-    while (remaining := deadline - run.now()) > 0:
+    while (remaining := run.remaining(deadline)) > 0:
         if remaining > SHORT_WAIT or wake_topic is not None or wake_child is not None:
             yield from suspend(run, deadline, wake_topic=wake_topic, wake_child=wake_child)
             continue  # woken: look at the clock again (a wake may come early)

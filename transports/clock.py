@@ -12,6 +12,11 @@ seconds per transport, and the assumption (documented) that rqlite nodes keep th
 clocks within a small fraction of the visibility timeout of each other (NTP does).
 
 A clock's ``now()`` is a flow: it yields a request only when it needs a sync.
+
+``now()`` is the best estimate (the midpoint of the last sync), which may run ahead of the
+reference by up to half that sync's round trip -- seconds, if the worker stalled or the
+network crawled during it. Decisions that must never come early (taking over another
+worker's lease) use :func:`earliest` instead: a time the reference has surely reached.
 """
 
 from __future__ import annotations
@@ -32,6 +37,23 @@ class Clock(Protocol):
     def estimate(self) -> float:
         """``now`` without I/O, for timestamps that are only shown (never for leases)."""
         ...
+
+
+def uncertainty_of(clock: Clock) -> float:
+    """How far ``clock``'s estimate may be off the reference, either way (0 for a local
+    clock, and for a cluster clock not synced yet)."""
+    value = getattr(clock, "uncertainty", 0.0)
+    return float(value) if isinstance(value, (int, float)) and value < float("inf") else 0.0
+
+
+def earliest(clock: Clock) -> Flow[float]:
+    """A time ``clock``'s reference has surely reached (``earliest()`` if the clock has one,
+    else ``now()``): what a lease takeover compares deadlines with."""
+    method = getattr(clock, "earliest", None)
+    if method is None:
+        return (yield from clock.now())
+    value: float = yield from method()
+    return value
 
 
 class LocalClock:
@@ -107,6 +129,16 @@ class ClusterClock:
                 self.uncertainty = uncertainty
             local = self._local()
         return self._forward(anchor[0] + (local - anchor[1]))
+
+    def earliest(self) -> Flow[float]:
+        """A time the leader's clock has surely reached: the estimate less the last sync's
+        uncertainty (half its round trip), never held forward. Found by the simulator
+        (tests/sim): a sync whose round trip a stall inflated put a worker's ``now()``
+        ahead by half of it, and its claims took over live leases that early."""
+        yield from self.now()
+        anchor = self._anchor
+        assert anchor is not None
+        return anchor[0] + (self._local() - anchor[1]) - self.uncertainty
 
     def estimate(self) -> float:
         anchor = self._anchor

@@ -37,7 +37,7 @@ from typing import Any
 
 from raftflow.transports.base import PARKED, Lease, QueueStats
 from raftflow.transports.catalogue import load
-from raftflow.transports.clock import Clock
+from raftflow.transports.clock import Clock, earliest
 from raftflow.transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
 from raftflow.transports.flow import Flow, Request, Response, Statement
 from raftflow.transports.payload import (
@@ -140,7 +140,9 @@ class QueueFlows:
         ):
             raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_CLAIM_BATCH}")
         token = f"{worker_id}:{uuid.uuid4().hex}"
-        now = yield from self.clock.now()
+        # Never early: a lease is taken over only once its deadline has surely passed on
+        # the reference clock, whatever this worker's estimate of it is off by.
+        now = yield from earliest(self.clock)
         statements = self.claim_statements(token, now, now + visibility, limit, min_priority)
         extra = context(token, now) if context is not None else ()
         response = yield Request(statements + extra, transaction=True)
@@ -174,7 +176,7 @@ class QueueFlows:
     def claimable(self, min_priority: int = 0) -> Flow[bool]:
         """Whether a claim would find anything now: a cheap read, no Raft entry."""
         check_priority(min_priority)
-        now = yield from self.clock.now()
+        now = yield from earliest(self.clock)  # as the claim will see it
         params = {"now": now, "limit": 1, "min_priority": min_priority}
         response = yield Request((QUERIES("claimable", params),), level="weak")
         row = response.raise_for_errors()[0].first()

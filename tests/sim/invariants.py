@@ -1,0 +1,152 @@
+"""What must hold after every simulated run (on top of the checks made while it runs: no
+group ever has two live leases; a lease the heartbeat drops is really lost; the client never
+sees a started execution "not found")."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.sim.sim import Simulation
+    from tests.sim.workload import Run
+
+FINAL = ("succeeded", "failed", "cancelled")
+#: Calls whose record carries the number of the run that produced it.
+RUN_STEPS = ("work", "flaky", "stamp")
+
+
+def check(sim: Simulation) -> list[str]:
+    problems: list[str] = []
+    cluster = sim.cluster
+    executions = {row["id"]: row for row in cluster.query("SELECT * FROM executions")}
+    steps: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for row in cluster.query("SELECT * FROM steps ORDER BY execution_id, idx"):
+        steps[row["execution_id"]][row["idx"]] = row
+    planned = {item.id: item for item in sim.plan.executions}
+
+    # 1. Nothing lost, nothing stuck, nothing extra; outcomes are the workflows' own.
+    for item in sim.plan.executions:
+        row = executions.get(item.id)
+        if row is None:
+            problems.append(f"{item.id}: lost (started, not in the database)")
+            continue
+        status = row["status"]
+        if status not in FINAL:
+            problems.append(f"{item.id}: stuck ({status}) after {sim.end_time:.0f}s")
+            continue
+        error = json.loads(row["error"]) if row["error"] else None
+        kind = error.get("type") if error else None
+        if item.workflow == "doomed":
+            if status != "failed" or kind != "ValueError":
+                problems.append(
+                    f"{item.id}: doomed ended {status} ({kind}), not failed by its step"
+                )
+        elif status == "cancelled":
+            if item.cancel_at is None:
+                problems.append(f"{item.id}: cancelled, but nobody cancelled it")
+        elif status != "succeeded":
+            problems.append(f"{item.id}: {status} ({kind}: {error and error.get('message')})")
+    for execution_id, row in executions.items():
+        root = execution_id.split("/")[0]
+        if root not in planned:
+            problems.append(f"{execution_id}: exists but was never started")
+        elif "/" in execution_id and row["status"] not in FINAL:
+            problems.append(f"{execution_id}: child stuck ({row['status']})")
+
+    # 2. Records: indexes 0..n-1 with no gap.
+    for execution_id, records in steps.items():
+        if sorted(records) != list(range(len(records))):
+            problems.append(f"{execution_id}: step records {sorted(records)} have a gap")
+
+    # 3. Runs against records: each record from a run that happened; a completed step never
+    #    runs again; no two runs of an execution overlap unless one of them was not recorded
+    #    (fenced); any run of a later step starts after the recorded run of an earlier ended.
+    runs: dict[str, list[Run]] = defaultdict(list)
+    for run in sim.runs.runs:
+        if run.end is None:
+            died = sim.cluster.process(run.process).died_at
+            if died is None:
+                problems.append(f"run {run.id} of {run.execution}#{run.index} never ended")
+                continue
+            run.end = died
+        runs[run.execution].append(run)
+    by_id = {run.id: run for run in sim.runs.runs}
+    for execution_id, records in steps.items():
+        recorded: dict[int, Run] = {}
+        for idx, record in records.items():
+            if record["name"] not in RUN_STEPS or record["status"] != "succeeded":
+                continue
+            output = json.loads(record["output"])
+            run_id = output[0] if isinstance(output, list) else output
+            run = by_id.get(run_id)
+            if run is None or run.execution != execution_id or run.index != idx:
+                problems.append(f"{execution_id}#{idx}: recorded run {run_id} did not run there")
+                continue
+            recorded[idx] = run
+        chosen = {run.id for run in recorded.values()}
+        mine = sorted(runs.get(execution_id, []), key=lambda r: (r.start, r.id))
+        for run in mine:
+            done = recorded.get(run.index)
+            if done is not None and run.id != done.id and run.start >= done.end and run.held:
+                problems.append(
+                    f"{execution_id}#{run.index}: completed by run {done.id} "
+                    f"(ended {done.end:.3f}), ran again as run {run.id} at {run.start:.3f}"
+                )
+            for idx, earlier in recorded.items():
+                if idx < run.index and run.start < earlier.end:
+                    problems.append(
+                        f"{execution_id}: run {run.id} of step {run.index} started at "
+                        f"{run.start:.3f}, before step {idx} (run {earlier.id}) ended"
+                    )
+        for i, a in enumerate(mine):
+            for b in mine[i + 1 :]:
+                if b.start >= a.end:
+                    continue
+                if a.id in chosen and b.id in chosen:
+                    problems.append(
+                        f"{execution_id}: recorded runs {a.id} (#{a.index}, {a.process}) and "
+                        f"{b.id} (#{b.index}, {b.process}) overlap"
+                    )
+
+    # 4. Signals: each received once, in the order sent. Timers: never early.
+    for item in sim.plan.executions:
+        row = executions.get(item.id)
+        if row is None or row["status"] != "succeeded":
+            continue
+        output = json.loads(row["output"])
+        if item.workflow == "listener" and sim.refused.get(item.id):
+            problems.append(f"{item.id}: succeeded, yet sends were refused as finished")
+        if item.workflow == "listener" and output != sim.sent.get(item.id, []):
+            problems.append(f"{item.id}: received {output}, sent {sim.sent.get(item.id)}")
+        if item.workflow == "napper":
+            (_, before), (_, after) = output
+            # Timers are set and fired with the clock's uncertainty on the safe side, so never
+            # early -- unless the reference itself jumps: a new leader's clock may run ahead.
+            # A jump of a worker's local (monotonic) clock -- which Linux does not do, the
+            # simulator does anyway -- is not within the clock's uncertainty either.
+            jumped = max((abs(by) for _, _, by in sim.plan.clock_jumps), default=0.0)
+            slack = sim.plan.faults.clock_jump * 2 + jumped
+            if after - before < item.input["seconds"] - slack - 1e-6:
+                problems.append(
+                    f"{item.id}: slept {after - before:.3f}s of {item.input['seconds']}s"
+                )
+
+    # 5. The queue is empty once everything finished; no orphans.
+    if not problems:
+        left = cluster.query("SELECT group_id, locked_by FROM messages")
+        if left:
+            problems.append(f"messages left in the queue: {left[:3]}")
+        orphans = cluster.query(
+            "SELECT group_id FROM groups WHERE group_id NOT IN (SELECT group_id FROM messages)"
+        )
+        if orphans:
+            problems.append(f"groups without messages: {orphans[:3]}")
+        stray = cluster.query(
+            "SELECT DISTINCT execution_id FROM steps "
+            "WHERE execution_id NOT IN (SELECT id FROM executions)"
+        )
+        if stray:
+            problems.append(f"steps of missing executions: {stray[:3]}")
+    return problems

@@ -1,0 +1,512 @@
+"""One seed of the deterministic simulation: its plan, its run, its checks.
+
+``Simulation(seed).run()`` draws everything from ``random.Random(seed)`` -- the fault rates,
+the workers and their options, the workload, every request's fate and latency, every
+step's duration, when workers are killed or stopped -- runs real :class:`~raftflow.Worker`
+sessions on a :class:`~tests.sim.loop.SimLoop` against a :class:`~tests.sim.cluster.
+SimCluster`, then checks the invariants. Same seed, same trace, byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import logging
+import random
+import sqlite3
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from raftflow.engine.backend import Backend
+from raftflow.engine.events import RUN
+from raftflow.engine.local import LocalWorkers
+from raftflow.engine.worker import Worker, WorkerOptions
+from raftflow.stores.errors import ExecutionFinishedError, StoreError
+from raftflow.transports.clock import ClusterClock
+from raftflow.transports.database import Database
+from raftflow.transports.flow import Flow, drive
+from raftflow.transports.queue import QUERIES
+from raftflow.transports.rqlite.protocol import RqliteConfig
+from raftflow.transports.schema import ensure
+from raftflow.transports.sqlite.connection import SqliteConnection
+
+from tests.sim import workload
+from tests.sim.cluster import (
+    NODES,
+    PROCESS,
+    Faults,
+    SimCluster,
+    SimConnection,
+    SyncSimConnection,
+)
+from tests.sim.loop import SimLoop
+from tests.sim.mutations import MUTATIONS
+
+#: Simulated seconds after which an unfinished execution counts as stuck.
+TIME_LIMIT = 1200.0
+FINAL = ("succeeded", "failed", "cancelled")
+
+_TEMPLATE: list[sqlite3.Connection] = []
+
+
+def _template() -> sqlite3.Connection:
+    """The migrated schema, built once per process and copied for each seed."""
+    if not _TEMPLATE:
+        connection = SqliteConnection(":memory:")
+        drive(connection, ensure(True))
+        _TEMPLATE.append(connection._db)
+    return _TEMPLATE[0]
+
+
+@dataclass
+class Planned:
+    id: str
+    workflow: str
+    input: Any
+    at: float  # when the client starts it
+    cancel_at: float | None = None
+    messages: int = 0
+
+
+@dataclass
+class Plan:
+    faults: Faults
+    workers: int
+    options: list[WorkerOptions]
+    executions: list[Planned]
+    step_time: float
+    kills: list[tuple[float, int]]  # (when, worker index): kill -9, and a replacement
+    pauses: list[tuple[float, int, float]]  # (when, worker index, how long): SIGSTOP/SIGCONT
+    clock_skews: list[float]  # each worker's local clock offset (only differences matter)
+    calm_at: float  # from then on the network is faultless (so everything can finish)
+    #: (when, worker index, by how much): that worker's local clock jumps (an operator, a
+    #: broken NTP step, a VM resumed); the cluster clock's local time source jumps with it.
+    clock_jumps: list[tuple[float, int, float]] = field(default_factory=list)
+
+
+def make_plan(rng: random.Random, size: int) -> Plan:
+    faults = Faults.draw(rng)
+    if rng.random() < 0.2:
+        faults.clock_jump = rng.choice((1.0, 5.0))
+    workers = rng.randint(1, 3)
+    visibility = rng.choice((1.0, 2.0, 5.0, 30.0))
+    options = [
+        WorkerOptions(
+            worker_id=f"w{i}",
+            concurrency=rng.randint(1, 4),
+            visibility=visibility,
+            steps_per_turn=rng.choice((1, 2, 16)),
+            sticky_cache=rng.choice((0, 256)),
+            poll_interval=0.01,
+            max_poll_interval=rng.choice((0.25, 1.0)),
+            retry_delay=0.2,
+            max_batch=rng.choice((1, 64)),
+        )
+        for i in range(workers + 4)  # the replacements of killed workers too
+    ]
+    executions: list[Planned] = []
+    horizon = rng.uniform(0.5, 6.0)
+    kinds = ("chain", "chain", "retried", "doomed", "napper", "listener", "parent")
+    for i in range(size):
+        kind = rng.choice(kinds)
+        steps = rng.randint(1, 4)
+        item = Planned(f"e{i}", kind, {"steps": steps}, rng.uniform(0.0, horizon))
+        if kind == "napper":
+            item.input = {"seconds": rng.choice((0.3, 2.0, 7.0))}
+        elif kind == "listener":
+            item.messages = rng.randint(1, 3)
+            item.input = {"messages": item.messages}
+        if kind != "doomed" and rng.random() < 0.2:  # a cancel races the work (and signals)
+            item.cancel_at = item.at + rng.uniform(0.0, 4.0)
+        executions.append(item)
+    kills = [
+        (rng.uniform(0.5, horizon + 4), rng.randrange(workers)) for _ in range(rng.randint(0, 1))
+    ]
+    pauses = [
+        (rng.uniform(0.5, horizon + 4), rng.randrange(workers), rng.uniform(0.5, 3 * visibility))
+        for _ in range(rng.randint(0, 2))
+    ]
+    skews = [rng.uniform(-600, 600) for _ in options]
+    jumps = []
+    if rng.random() < 0.15:
+        jumps.append(
+            (
+                rng.uniform(0.5, horizon + 4),
+                rng.randrange(workers),
+                rng.choice((-1, 1)) * rng.uniform(60, 300),
+            )
+        )
+    return Plan(
+        faults,
+        workers,
+        options,
+        executions,
+        step_time=rng.choice((0.05, 0.3, 1.5)),
+        kills=kills,
+        pauses=pauses,
+        clock_skews=skews,
+        clock_jumps=jumps,
+        calm_at=horizon + rng.uniform(5.0, 20.0),
+    )
+
+
+class _WorkerEngine:
+    """What a :class:`Worker` needs of its Engine: the shared registry, and a backend of its
+    own (each simulated process has its own connection and cluster clock)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.registry = workload.engine.registry
+        self.hooks = workload.engine.hooks
+        self.max_payload_bytes = workload.engine.max_payload_bytes
+        self.max_history = workload.engine.max_history
+        self.local = LocalWorkers()
+        self.backend = backend
+
+
+@dataclass
+class Result:
+    seed: int
+    violations: list[str]
+    trace: list[str]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
+
+
+class _Capture(logging.Handler):
+    """The engine's warnings, into the trace; a lease the heartbeat dropped is checked."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__(logging.INFO)
+        self.sim = sim
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sim = self.sim
+        message = record.getMessage().split("\n")[0][:160]
+        sim.note(f"log {record.levelname.lower()}: {message}")
+        if "lease lost during a step" in record.msg and record.args:
+            sim.check_dropped_lease(str(record.args[0]))  # type: ignore[index]
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        size: int = 6,
+        mutation: str | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.plan = make_plan(self.rng, size)
+        self.mutation = MUTATIONS[mutation] if mutation else None
+        self.verbose = verbose
+        self.trace: list[str] = []
+        self.violations: list[str] = []
+        self.runs = workload.RunLog()
+        self.workers: dict[str, Worker] = {}
+        self.sent: dict[str, list[str]] = {}
+        self.refused: dict[str, list[str]] = {}  # sends refused: the execution was finished
+        self.loop = SimLoop()
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        _template().backup(db)
+        rewrite = self.mutation.rewrite if self.mutation else None
+        self.cluster = SimCluster(
+            self.rng, db, self.plan.faults, self.note, rewrite, self.violation
+        )
+
+    # -- the record -------------------------------------------------------------------------
+
+    def note(self, line: str) -> None:
+        text = f"{self.loop.time():10.4f} {line}"
+        self.trace.append(text)
+        if self.verbose:
+            print(text)
+
+    def violation(self, message: str) -> None:
+        self.note(f"VIOLATION {message}")
+        self.violations.append(message)
+
+    def check_dropped_lease(self, execution_id: str) -> None:
+        """The heartbeat gave up a lease: it must really be lost (no live lease of that
+        activation's token in the database)."""
+        who = PROCESS.get()
+        worker = self.workers.get(who)
+        session = worker._session if worker is not None else None
+        if session is None:
+            return
+        for activation in session.activations:
+            if activation.execution_id != execution_id or activation.held:
+                continue  # not the one just dropped (held is cleared right before the log)
+            rows = self.cluster.query(
+                "SELECT seq FROM messages WHERE group_id = ? AND locked_by = ?",
+                (execution_id, activation.lease.token),
+            )
+            if rows:
+                self.violation(
+                    f"{who} dropped its live lease of {execution_id} (message "
+                    f"{rows[0]['seq']}; it took its lease for message {activation.lease.seq})"
+                )
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        with self._deterministic_ids(), self._captured_logs():
+            workload.CURRENT.append(self)
+            try:
+                self.loop.set_exception_handler(lambda loop, context: None)
+                self.loop.run_until_complete(self._main())
+            finally:
+                workload.CURRENT.pop()
+                self._close_loop()
+        if not self.violations:
+            self._check()
+        stats = {
+            "requests": self.cluster.counters.requests,
+            "faults": dict(sorted(self.cluster.counters.faults.items())),
+            "executions": len(self.plan.executions),
+            "step_runs": len(self.runs.runs),
+            "simulated_seconds": round(self.end_time, 3),
+        }
+        return Result(self.seed, self.violations, self.trace, stats)
+
+    @contextlib.contextmanager
+    def _deterministic_ids(self) -> Iterator[None]:
+        ids = random.Random(self.rng.getrandbits(64))
+        original = uuid.uuid4
+        uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            uuid.uuid4 = original  # type: ignore[assignment]
+
+    @contextlib.contextmanager
+    def _captured_logs(self) -> Iterator[None]:
+        logger = logging.getLogger("raftflow")
+        handler = _Capture(self)
+        saved = (logger.level, logger.propagate)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(saved[0])
+            logger.propagate = saved[1]
+
+    def _close_loop(self) -> None:
+        """Drop what is left (the tasks of killed workers wait forever) without a word."""
+        loop = self.loop
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda unraisable: None
+        try:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.sleep(0.001))
+            loop.close()
+            self.workers.clear()
+        finally:
+            sys.unraisablehook = _quiet_unraisable(hook)
+
+    def _backend(self, who: str, index: int) -> Backend:
+        config = RqliteConfig(nodes=NODES, timeout=1.0, retry_timeout=3.0)
+        skew = self.plan.clock_skews[index]
+        jumps = [(when, by) for when, i, by in self.plan.clock_jumps if i == index]
+
+        def local_time() -> float:
+            now = self.loop.time()
+            return now + skew + sum(by for when, by in jumps if now >= when)
+
+        clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
+        connection = SimConnection(self.cluster, who, config)
+        return Backend(Database(SyncSimConnection(connection), clock))  # type: ignore[arg-type]
+
+    def _spawn(self, who: str, coroutine: Any) -> asyncio.Task[Any]:
+        context = contextvars.copy_context()
+        context.run(PROCESS.set, who)
+        return self.loop.create_task(coroutine, context=context)
+
+    def _start_worker(self, index: int) -> None:
+        self._spawn(f"w{index}", self._supervise(index))
+
+    async def _supervise(self, index: int) -> None:
+        """Run a worker process; restart it a second after it exits on an error (as
+        systemd's Restart=on-failure or Kubernetes would)."""
+        who = f"w{index}"
+        while True:
+            engine = _WorkerEngine(self._backend(who, index))
+            worker = Worker(engine, self.plan.options[index])  # type: ignore[arg-type]
+            self.workers[who] = worker
+            self.note(f"{who} started")
+            try:
+                await worker.run()
+                return
+            except Exception as exc:
+                self.note(f"{who} exited: {type(exc).__name__}: {str(exc)[:100]}; restarted in 1s")
+            await asyncio.sleep(1.0)
+
+    async def _main(self) -> None:
+        plan = self.plan
+        self.end_time = 0.0
+        patch = self.mutation.patch() if self.mutation else contextlib.nullcontext()
+        with patch:
+            for index in range(plan.workers):
+                self._start_worker(index)
+            client = self._spawn("client", self._client())
+            self._spawn("chaos", self._chaos())
+            loop = asyncio.get_running_loop()
+            while loop.time() < TIME_LIMIT:
+                await asyncio.sleep(1.0)
+                if loop.time() >= plan.calm_at and not self.cluster.calm:
+                    self.cluster.calm = True
+                    self.note("calm: no more network faults")
+                if client.done() and self._all_final():
+                    break
+            self.end_time = loop.time()
+            self.note("workload over")
+            if client.done() and client.exception() is not None:
+                self.violation(f"the client failed: {client.exception()!r}")
+            for who, worker in self.workers.items():
+                if self.cluster.process(who).died_at is None:
+                    worker.stop()
+            await asyncio.sleep(2.0)
+
+    def _all_final(self) -> bool:
+        rows = self.cluster.query(
+            "SELECT COUNT(*) AS n FROM executions WHERE status NOT IN "
+            "('succeeded', 'failed', 'cancelled')"
+        )
+        return rows[0]["n"] == 0
+
+    async def _chaos(self) -> None:
+        """Kill (and replace) and stop workers at the planned times."""
+        events: list[tuple[float, str, int, float]] = [
+            (t, "kill", i, 0.0) for t, i in self.plan.kills
+        ]
+        events += [(t, "pause", i, d) for t, i, d in self.plan.pauses]
+        events += [(t, "jump", i, by) for t, i, by in self.plan.clock_jumps]
+        events.sort()
+        loop = asyncio.get_running_loop()
+        spare = self.plan.workers
+        for when, what, index, duration in events:
+            await asyncio.sleep(max(0.0, when - loop.time()))
+            process = self.cluster.process(f"w{index}")
+            if process.died_at is not None:
+                continue
+            if what == "jump":
+                self.note(f"w{index}'s clock jumps by {duration:+.0f}s")
+            elif what == "kill":
+                process.died_at = loop.time()
+                self.note(f"w{index} killed (kill -9)")
+                if spare < len(self.plan.options):
+                    self._start_worker(spare)
+                    spare += 1
+            else:
+                process.paused_until = max(process.paused_until, loop.time() + duration)
+                self.note(f"w{index} stopped for {duration:.2f}s (SIGSTOP)")
+
+    # -- the client: starts, signals, cancels, status reads ---------------------------------
+
+    async def _client(self) -> None:
+        backend = self._backend("client", len(self.plan.options) - 1).to_async()
+        store = backend.store
+        loop = asyncio.get_running_loop()
+        actions: list[tuple[float, int, str, Planned]] = []
+        for n, item in enumerate(self.plan.executions):
+            actions.append((item.at, n, "start", item))
+            if item.cancel_at is not None:
+                actions.append((item.cancel_at, n, "cancel", item))
+            for k in range(item.messages):
+                actions.append((item.at + self.rng.uniform(0.0, 8.0), n, f"send {k}", item))
+        actions.sort(key=lambda a: (a[0], a[1], a[2]))
+        sends: dict[str, int] = {}
+        for when, _, what, item in actions:
+            await asyncio.sleep(max(0.0, when - loop.time()))
+            if what == "start":
+                definition = workload.engine.registry.workflow(item.workflow)
+                payload = definition.encode_input(item.input)
+                await self._retry(
+                    backend,
+                    partial(store.start, item.id, definition.name, payload, 0, RUN),
+                    f"start {item.id}",
+                )
+                self.note(f"client started {item.id} ({item.workflow})")
+                record = await self._retry(backend, partial(store.get, item.id), f"get {item.id}")
+                if record is None:
+                    self.violation(
+                        f"client: {item.id} not found right after its start was acknowledged"
+                    )
+            elif what == "cancel":
+                status = await self._retry(
+                    backend, partial(store.cancel, item.id), f"cancel {item.id}"
+                )
+                self.note(f"client cancel {item.id}: {status}")
+            else:
+                k = sends.get(item.id, 0)
+                sends[item.id] = k + 1
+                message = f"{item.id}-m{k}"
+                try:
+                    await self._retry(
+                        backend,
+                        partial(store.send, item.id, message, "m", f"{item.id}-k{k}"),
+                        f"send {message}",
+                    )
+                except ExecutionFinishedError:  # cancelled first: nobody will receive it
+                    self.refused.setdefault(item.id, []).append(message)
+                    self.note(f"client send {message} refused: {item.id} is finished")
+                    continue
+                self.sent.setdefault(item.id, []).append(message)
+                self.note(f"client sent {message}")
+
+    async def _retry(
+        self,
+        backend: Any,
+        make: Callable[[], Flow[Any]],
+        what: str,
+    ) -> Any:
+        """A client request, again after an infrastructure failure (all are idempotent)."""
+        while True:
+            try:
+                return await backend.run(make())
+            except StoreError:
+                raise
+            except Exception as exc:
+                self.note(f"client {what} failed, retrying: {type(exc).__name__}")
+                await asyncio.sleep(0.5)
+
+    # -- the invariants -----------------------------------------------------------------------
+
+    def _check(self) -> None:
+        from tests.sim.invariants import check
+
+        for message in check(self):
+            self.violation(message)
+
+
+def _quiet_unraisable(hook: Any) -> Any:
+    """Killed workers' coroutines, collected later, complain that they ignored their
+    GeneratorExit (they wait forever by design): keep those quiet, pass the rest on."""
+    if getattr(hook, "sim_quiet", False):
+        return hook
+
+    def quiet(unraisable: Any) -> None:
+        if "GeneratorExit" not in str(unraisable.exc_value):
+            hook(unraisable)
+
+    quiet.sim_quiet = True  # type: ignore[attr-defined]
+    return quiet
+
+
+def run_seed(seed: int, **options: Any) -> Result:
+    return Simulation(seed, **options).run()

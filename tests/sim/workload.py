@@ -1,0 +1,168 @@
+"""The simulated workload: real workflows on a real :class:`~raftflow.Engine` registry.
+
+Every step logs its run (execution, index, attempt, process, start, end) in the current
+simulation and returns its run's number, so the checker can tell which run each step
+record came from. Step code stands still while its process is stopped and never ends if
+its process is killed (:meth:`SimCluster.gate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+from raftflow.engine import Engine, Retry, current_step
+
+from tests.sim.cluster import PROCESS
+
+if TYPE_CHECKING:
+    from tests.sim.sim import Simulation
+
+engine = Engine()
+
+#: The simulation running now (one at a time per process).
+CURRENT: list[Simulation] = []
+
+
+@dataclass
+class Run:
+    """One run of a step's code."""
+
+    id: int
+    execution: str
+    index: int
+    attempt: int
+    process: str
+    start: float
+    end: float | None = None
+    ok: bool = True
+    #: Whether its worker still held the execution's lease when it started (False: a
+    #: zombie run -- its lease lapsed and was taken over; its result will be refused).
+    held: bool = True
+
+
+@dataclass
+class RunLog:
+    runs: list[Run] = field(default_factory=list)
+
+    async def run(self, fail: bool = False, short: bool = False) -> int:
+        sim = CURRENT[-1]
+        info = current_step()
+        who = PROCESS.get()
+        await sim.cluster.gate(who)
+        loop = asyncio.get_running_loop()
+        run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
+        worker = sim.workers.get(who)
+        session = worker._session if worker is not None else None
+        if session is not None:  # the activation(s) of this execution running a step here
+            tokens = [
+                a.lease.token
+                for a in session.activations
+                if a.execution_id == info.execution_id and a.in_step
+            ]
+            run.held = any(
+                sim.cluster.query(
+                    "SELECT 1 FROM messages WHERE group_id = ? AND locked_by = ?",
+                    (info.execution_id, token),
+                )
+                for token in tokens
+            )
+        self.runs.append(run)
+        held = "" if run.held else ", its lease lost"
+        sim.note(f"{who} run {run.id}: {run.execution}#{run.index} attempt {run.attempt}{held}")
+        try:
+            await asyncio.sleep(0.0 if short else sim.rng.uniform(0.0, sim.plan.step_time))
+            await sim.cluster.gate(who)
+        except asyncio.CancelledError:
+            run.end, run.ok = loop.time(), False
+            sim.note(f"{who} run {run.id} cancelled")
+            raise
+        run.end = loop.time()
+        sim.note(f"{who} run {run.id} ends")
+        if fail:
+            run.ok = False
+            raise ValueError(f"run {run.id} fails")
+        return run.id
+
+
+class Chain(BaseModel):
+    steps: int
+
+
+@engine.step
+async def work() -> int:
+    return await CURRENT[-1].runs.run()
+
+
+@engine.step(retry=Retry(max_attempts=4, delay=0.5, backoff=1.0, on=(ConnectionError,)))
+async def flaky() -> int:
+    info = current_step()
+    if info.attempt == 1:
+        try:
+            await CURRENT[-1].runs.run(fail=True)
+        except ValueError:
+            raise ConnectionError("first attempt fails") from None
+    return await CURRENT[-1].runs.run()
+
+
+@engine.step
+async def doom() -> int:
+    return await CURRENT[-1].runs.run(fail=True)
+
+
+@engine.step
+async def stamp() -> list[float]:
+    run_id = await CURRENT[-1].runs.run(short=True)
+    return [run_id, asyncio.get_running_loop().time()]
+
+
+@engine.workflow
+async def chain(spec: Chain) -> list[int]:
+    return [await work() for _ in range(spec.steps)]
+
+
+@engine.workflow
+async def retried(spec: Chain) -> list[int]:
+    first = await work()
+    return [first, await flaky(), *[await work() for _ in range(spec.steps)]]
+
+
+@engine.workflow
+async def doomed(spec: Chain) -> list[int]:
+    done = [await work() for _ in range(spec.steps)]
+    return [*done, await doom()]
+
+
+class Nap(BaseModel):
+    seconds: float
+
+
+@engine.workflow
+async def napper(nap: Nap) -> list[Any]:
+    before = await stamp()
+    await engine.sleep_async(nap.seconds)
+    after = await stamp()
+    return [before, after]
+
+
+class Listen(BaseModel):
+    messages: int
+
+
+@engine.workflow
+async def listener(spec: Listen) -> list[Any]:
+    got = []
+    for _ in range(spec.messages):
+        got.append(await engine.recv_async("m", timeout=None))
+        await work()
+    return got
+
+
+@engine.workflow
+async def parent(spec: Chain) -> list[Any]:
+    first = await work()
+    child = await engine.start_async(chain, spec)
+    result = await child.result_async()
+    return [first, result, await work()]

@@ -1,0 +1,87 @@
+"""The cluster clock's error bound, and claims that never take a lease over early.
+
+Found by the deterministic simulator (tests/sim, seeds 241 and 307 before the fix): a worker
+stalled during its clock sync (SIGSTOP, a GC pause, a crawling network) anchors the leader's
+time at the middle of an inflated round trip, so its ``now()`` runs ahead by up to half of it;
+its claims then took over other workers' live leases that early -- two workers running one
+execution's steps at once, each believing it held the lease.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from raftflow.transports.clock import ClusterClock, LocalClock, earliest
+from raftflow.transports.flow import Flow, Request, Response, Result, drive
+from raftflow.transports.queue import QUERIES, QueueFlows
+from raftflow.transports.schema import ensure
+from raftflow.transports.sqlite.connection import SqliteConnection
+
+
+def _answer(flow: Flow[float], leader_time: float) -> float:
+    """Run a clock flow, answering its sync (if any) with ``leader_time``."""
+    try:
+        request = next(flow)
+        while True:
+            result = Result(columns=("now",), rows=((leader_time,),))
+            request = flow.send(Response(request, (result,)))
+    except StopIteration as stop:
+        value: float = stop.value
+        return value
+
+
+def test_a_stalled_sync_puts_now_ahead_but_never_earliest() -> None:
+    # Local time: 0 when the sync is sent; the process then stalls 2 s; the leader answers
+    # (its clock reads 1000 + 2) right before the reply is read at local 2.
+    ticks: Iterator[float] = iter([0.0, 0.0, 2.0, 2.0, 2.0, 2.0])
+    clock = ClusterClock(QUERIES("clock"), local_time=lambda: next(ticks))
+    true_now = 1002.0
+    assert _answer(clock.now(), 1002.0) == 1003.0  # the midpoint estimate: 1 s ahead
+    assert clock.uncertainty == 1.0
+    assert _answer(clock.earliest(), 1002.0) <= true_now
+
+
+def test_earliest_of_a_clock_without_it_is_now() -> None:
+    clock = LocalClock(time_source=lambda: 50.0)
+    assert _answer(earliest(clock), 0.0) == 50.0
+
+
+class _Ahead:
+    """A worker's clock whose estimate runs 1 s ahead, and knows it may (uncertainty 1 s)."""
+
+    def now(self) -> Flow[float]:
+        return time.time() + 1.0
+        yield  # pragma: no cover
+
+    def earliest(self) -> Flow[float]:
+        return time.time()
+        yield  # pragma: no cover
+
+    def estimate(self) -> float:
+        return time.time() + 1.0
+
+
+def test_a_claim_never_takes_over_a_live_lease_with_a_clock_ahead() -> None:
+    connection = SqliteConnection(":memory:")
+    drive(connection, ensure(True))
+    holder, taker = QueueFlows(LocalClock()), QueueFlows(_Ahead())  # type: ignore[arg-type]
+    drive(connection, holder.publish("g", {"n": 1}))
+    held = drive(connection, holder.claim("a", visibility=0.5)).leases
+    assert len(held) == 1
+    # Live for 0.5 s more on the reference clock; the taker's estimate says it lapsed.
+    assert drive(connection, taker.claimable()) is False
+    assert drive(connection, taker.claim("b", visibility=5.0)).leases == []
+    time.sleep(0.6)  # now it has lapsed for real
+    (taken,) = drive(connection, taker.claim("b", visibility=5.0)).leases
+    assert taken.group_id == "g" and taken.token.startswith("b:")
+    connection.close()
+
+
+def test_request_shape_is_unchanged() -> None:
+    # earliest() syncs like now(): one weak read of the clock query when due.
+    clock = ClusterClock(QUERIES("clock"), local_time=lambda: 0.0)
+    flow = clock.earliest()
+    request = next(flow)
+    assert isinstance(request, Request) and request.level == "weak"
+    assert request.statements[0].sql == QUERIES("clock").sql
