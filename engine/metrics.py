@@ -227,6 +227,19 @@ class _LiveCollector(Collector):
             oldest.add_metric([str(p.priority)], p.oldest_ready_age or 0.0)
         yield depth
         yield oldest
-        parked = GaugeMetricFamily("raftflow_queue_parked", "Events parked until a deadline")
+        parked = GaugeMetricFamily(
+            "raftflow_queue_parked", "Executions' events parked until a deadline"
+        )
         parked.add_metric([], sample.parked)
         yield parked
+        waiting = GaugeMetricFamily(
+            "raftflow_queue_waiting_on_limit",
+            "Executions waiting for a slot of a concurrency limit",
+            labels=["workflow"],
+        )
+        by_workflow: dict[str, int] = {}
+        for w in sample.waiting:
+            by_workflow[w.workflow] = by_workflow.get(w.workflow, 0) + w.waiting
+        for workflow, count in sorted(by_workflow.items()):
+            waiting.add_metric([workflow], count)
+        yield waiting
