@@ -20,7 +20,10 @@ raftflow_commit_failures_total             group-commit requests that failed (ha
 raftflow_leases_held                       executions this worker holds now
 raftflow_turns_in_progress                 executions this worker is handling now
 raftflow_queue_depth                       events queued per priority, state ready|queued;
-                                           with raftflow_queue_parked and
+                                           with raftflow_queue_parked (executions'
+                                           events, not the cron schedules),
+                                           raftflow_queue_waiting_on_limit (per workflow:
+                                           executions waiting for a concurrency slot) and
                                            raftflow_queue_oldest_ready_seconds, exported by
                                            the one worker holding the sampling duty
                                            (:mod:`raftflow.engine.presence`), from its last
