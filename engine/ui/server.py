@@ -1,9 +1,10 @@
 """The dashboard: server-rendered pages (Starlette + Jinja2), plain forms, one small script
 for the live counts; no JavaScript build step.
 
-Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, ``weak``: no
-Raft entry, no lock held beyond the statement), so what a page shows is one consistent
-state of the database. Actions (cancel, send a signal) are the engine's own one-statement
+Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, and the
+schedules' list of :class:`~raftflow.engine.schedules.ScheduleFlows`; ``weak``: no Raft
+entry, no lock held beyond the statement), so what a page shows is one consistent state of
+the database. Actions (cancel, send a signal) are the engine's own one-statement
 calls, each behind a confirmation page and a CSRF-checked POST (:mod:`.auth`).
 """
 
