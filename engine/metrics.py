@@ -20,7 +20,10 @@ raftflow_commit_failures_total             group-commit requests that failed (ha
 raftflow_leases_held                       executions this worker holds now
 raftflow_turns_in_progress                 executions this worker is handling now
 raftflow_queue_depth                       events queued per priority, state ready|queued;
-                                           with raftflow_queue_parked and
+                                           with raftflow_queue_parked (executions'
+                                           events, not the cron schedules),
+                                           raftflow_queue_waiting_on_limit (per workflow:
+                                           executions waiting for a concurrency slot) and
                                            raftflow_queue_oldest_ready_seconds, exported by
                                            the one worker holding the sampling duty
                                            (:mod:`raftflow.engine.presence`), from its last
@@ -227,6 +230,19 @@ class _LiveCollector(Collector):
             oldest.add_metric([str(p.priority)], p.oldest_ready_age or 0.0)
         yield depth
         yield oldest
-        parked = GaugeMetricFamily("raftflow_queue_parked", "Events parked until a deadline")
+        parked = GaugeMetricFamily(
+            "raftflow_queue_parked", "Executions' events parked until a deadline"
+        )
         parked.add_metric([], sample.parked)
         yield parked
+        waiting = GaugeMetricFamily(
+            "raftflow_queue_waiting_on_limit",
+            "Executions waiting for a slot of a concurrency limit",
+            labels=["workflow"],
+        )
+        by_workflow: dict[str, int] = {}
+        for w in sample.waiting:
+            by_workflow[w.workflow] = by_workflow.get(w.workflow, 0) + w.waiting
+        for workflow, count in sorted(by_workflow.items()):
+            waiting.add_metric([workflow], count)
+        yield waiting

@@ -42,7 +42,7 @@ from raftflow.transports.base import Lease
 from raftflow.transports.catalogue import load
 from raftflow.transports.clock import Clock
 from raftflow.transports.errors import InvalidArgumentError
-from raftflow.transports.flow import Flow, Request
+from raftflow.transports.flow import Flow, ReadLevel, Request
 from raftflow.transports.payload import from_json, to_json
 
 if TYPE_CHECKING:
@@ -296,8 +296,9 @@ class ScheduleFlows:
         applied = response[1].first() is not None
         return FireOutcome(applied, [schedule.execution_id(at) for at in due], skipped, next_at)
 
-    def list(self) -> Flow[list[ScheduleInfo]]:
-        response = yield Request((SQL("list"),), level="strong")
+    def list(self, level: ReadLevel = "strong") -> Flow[list[ScheduleInfo]]:
+        """Every schedule (``level="weak"``: no Raft entry, for the dashboard)."""
+        response = yield Request((SQL("list"),), level=level)
         found = []
         for row in response.raise_for_errors()[0].dicts():
             event = parse_schedule_event(row["event"])

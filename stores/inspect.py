@@ -35,6 +35,8 @@ OPS = load("raftflow.stores", "ops.sql", "ops")
 PRIORITIES = (4, 3, 2, 1, 0)
 #: Leases listed at most by one ``queue`` read.
 MAX_LEASES = 10_000
+#: Concurrency limit keys with waiters listed at most by one ``queue`` read.
+MAX_LIMIT_KEYS = 1000
 #: The length of ":<32 hex>" after the worker id in a lease token.
 _TOKEN_SUFFIX = 33
 
@@ -105,15 +107,35 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitWaiting:
+    """The executions waiting for a slot of one concurrency limit key (their groups gated:
+    queued, never claimable until admitted)."""
+
+    limit_key: str  # "<workflow>" or "<workflow>:<concurrency_key(input)>"
+    workflow: str
+    limit: int  # the key's slots
+    holding: int  # slots held now (admitted executions, pending or running)
+    waiting: int
+    next_id: str  # the next one to be admitted (FIFO)
+    next_since: float  # when it was started
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSnapshot:
     now: float
     priorities: list[PriorityDepth]
-    parked: int
+    parked: int  # executions' events parked until a deadline (schedules not counted)
     leases: list[LeaseInfo]
+    waiting: list[LimitWaiting] = field(default_factory=list)  # per limit key
+    schedules: int = 0  # cron schedules parked until their next time
 
     @property
     def ready(self) -> int:
         return sum(p.ready for p in self.priorities)
+
+    @property
+    def waiting_on_limits(self) -> int:
+        return sum(w.waiting for w in self.waiting)
 
     def leases_by_worker(self) -> dict[str, list[LeaseInfo]]:
         by: dict[str, list[LeaseInfo]] = {}
@@ -224,11 +246,13 @@ class InspectFlows:
         )
 
     def queue(self) -> Flow[QueueSnapshot]:
-        """Depth per priority, parked events and every lease, in one request."""
+        """Depth per priority, parked events, the executions waiting on concurrency limits
+        and every lease, in one request."""
         now = yield from self.clock.now()
         statements = (
             *(OPS("queue_depth", {"priority": p, "now": now}) for p in PRIORITIES),
             OPS("parked", {"now": now}),
+            OPS("limit_waiting", {"limit": MAX_LIMIT_KEYS}),
             OPS("leases", {"limit": MAX_LEASES}),
         )
         results = (yield from _read(statements)).results
@@ -244,7 +268,20 @@ class InspectFlows:
                     oldest_ready_age=None if oldest is None else max(0.0, now - float(oldest)),
                 )
             )
-        parked = int((results[len(PRIORITIES)].first() or {}).get("parked") or 0)
+        parked_row = results[len(PRIORITIES)].first() or {}
+        schedules = int(parked_row.get("schedules") or 0)
+        waiting = [
+            LimitWaiting(
+                limit_key=row["limit_key"],
+                workflow=row["workflow"],
+                limit=int(row["limit_max"] or 0),
+                holding=int(row["holding"] or 0),
+                waiting=int(row["waiting"]),
+                next_id=row["next_id"],
+                next_since=float(row["next_since"]),
+            )
+            for row in results[len(PRIORITIES) + 1].dicts()
+        ]
         leases = [
             LeaseInfo(
                 execution_id=row["group_id"],
@@ -255,7 +292,14 @@ class InspectFlows:
             )
             for row in results[-1].dicts()
         ]
-        return QueueSnapshot(now=now, priorities=depths, parked=parked, leases=leases)
+        return QueueSnapshot(
+            now=now,
+            priorities=depths,
+            parked=int(parked_row.get("parked") or 0) - schedules,
+            leases=leases,
+            waiting=waiting,
+            schedules=schedules,
+        )
 
     def workers(self, within: float = 60.0) -> Flow[builtins.list[WorkerInfo]]:
         """Workers seen in the last ``within`` seconds, each with the leases it holds."""

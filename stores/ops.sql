@@ -20,9 +20,31 @@ SELECT :priority AS priority,
     WHERE g.priority = :priority AND g.ready_at <= :now) AS oldest_ready;
 
 -- name: parked
--- Events parked until a deadline (sleeps, waits, back-offs) that is still ahead.
-SELECT COUNT(*) AS parked FROM messages
+-- Events parked until a deadline (sleeps, waits, back-offs) that is still ahead, and how
+-- many of them are cron schedules' messages (groups "raftflow:schedule:<workflow>").
+SELECT COUNT(*) AS parked,
+       COALESCE(SUM(group_id > 'raftflow:schedule:' AND group_id < 'raftflow:schedule;'), 0)
+         AS schedules
+FROM messages
 WHERE locked_by = '__parked__' AND lock_expiry > :now;
+
+-- name: limit_waiting
+-- Executions waiting for a slot of a concurrency limit (migration 9: not admitted, their
+-- group gated), per limit key: how many, the next to be admitted (FIFO: lowest rowid; a
+-- bare column of MIN() is taken from that row) and since when it waits, and the slots
+-- held now. Walks the pending executions (the queue's backlog), each key's slots on
+-- executions_by_limit; a cancelled waiter is no longer waiting. INDEXED BY: with the
+-- statistics of ANALYZE, SQLite prefers walking executions_by_limit, which holds every
+-- limited execution ever run (52 ms instead of 3 ms at 200k finished ones).
+SELECT e.limit_key, e.workflow, e.limit_max, COUNT(*) AS waiting, MIN(e.rowid) AS head,
+       e.id AS next_id, e.created_at AS next_since,
+       (SELECT COUNT(*) FROM executions AS h
+        WHERE h.limit_key = e.limit_key AND h.admitted = 1
+          AND h.status IN ('pending', 'running')) AS holding
+FROM executions AS e INDEXED BY executions_by_status
+WHERE e.status = 'pending' AND e.admitted = 0 AND e.limit_key IS NOT NULL
+  AND e.cancel_reason IS NULL
+GROUP BY e.limit_key ORDER BY e.limit_key LIMIT :limit;
 
 -- name: leases
 -- Every lease held (tokens are "<worker id>:<32 hex>"), oldest deadline first: the two

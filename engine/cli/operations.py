@@ -21,7 +21,8 @@ from raftflow.stores.inspect import Inspector
 @json_option
 def queue(conn: Connection, as_json: bool) -> None:
     """Show the queue: depth per priority, how long the oldest claimable event has
-    waited, parked events (sleeps, waits, back-offs) and the leases each worker holds.
+    waited, parked events (sleeps, waits, back-offs), the executions waiting for a slot
+    of a concurrency limit (per limit key) and the leases each worker holds.
 
     \b
     Example:
@@ -37,6 +38,20 @@ def queue(conn: Connection, as_json: bool) -> None:
             "priorities": snapshot.priorities,
             "ready": snapshot.ready,
             "parked": snapshot.parked,
+            "schedules": snapshot.schedules,
+            "waiting_on_limits": snapshot.waiting_on_limits,
+            "limits": [
+                {
+                    "limit_key": w.limit_key,
+                    "workflow": w.workflow,
+                    "limit": w.limit,
+                    "holding": w.holding,
+                    "waiting": w.waiting,
+                    "next": w.next_id,
+                    "next_waited": max(0.0, snapshot.now - w.next_since),
+                }
+                for w in snapshot.waiting
+            ],
             "leases": len(snapshot.leases),
             "leases_by_worker": {
                 worker: [lease.execution_id for lease in leases]
@@ -51,6 +66,20 @@ def queue(conn: Connection, as_json: bool) -> None:
     ]
     click.echo(table(rows, ["PRIORITY", "QUEUED", "READY", "OLDEST READY"]))
     click.echo(f"\nparked (waiting for a deadline, a signal or a child): {snapshot.parked}")
+    click.echo(f"cron schedules parked until their next time: {snapshot.schedules}")
+    click.echo(f"waiting on a concurrency limit: {snapshot.waiting_on_limits}")
+    if snapshot.waiting:
+        limit_rows = [
+            [
+                w.limit_key,
+                f"{w.holding}/{w.limit}",
+                w.waiting,
+                w.next_id,
+                fmt_seconds(max(0.0, snapshot.now - w.next_since)),
+            ]
+            for w in snapshot.waiting
+        ]
+        click.echo(table(limit_rows, ["LIMIT KEY", "HELD", "WAITING", "NEXT", "WAITED"]))
     by_worker = snapshot.leases_by_worker()
     if by_worker:
         lease_rows = [
@@ -218,7 +247,8 @@ def ui(
     conn: Connection,
 ) -> None:
     """Serve the dashboard: executions (filters, live counts), one execution's timeline,
-    the queue and the workers; cancel and signal executions (confirmed, CSRF-protected).
+    the queue, the workers and the cron schedules; cancel and signal executions
+    (confirmed, CSRF-protected).
 
     \b
     Example:

@@ -1,20 +1,23 @@
 """The dashboard: server-rendered pages (Starlette + Jinja2), plain forms, one small script
 for the live counts; no JavaScript build step.
 
-Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, ``weak``: no
-Raft entry, no lock held beyond the statement), so what a page shows is one consistent
-state of the database. Actions (cancel, send a signal) are the engine's own one-statement
+Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, and the
+schedules' list of :class:`~raftflow.engine.schedules.ScheduleFlows`; ``weak``: no Raft
+entry, no lock held beyond the statement), so what a page shows is one consistent state of
+the database. Actions (cancel, send a signal) are the engine's own one-statement
 calls, each behind a confirmation page and a CSRF-checked POST (:mod:`.auth`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from raftflow.engine.errors import (
     ExecutionFinishedError,
@@ -22,6 +25,7 @@ from raftflow.engine.errors import (
     InvalidArgumentError,
     UnavailableError,
 )
+from raftflow.engine.schedules import ScheduleFlows
 from raftflow.engine.ui.auth import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -63,6 +67,11 @@ SECURITY_HEADERS = {
 
 def execution_url(execution_id: str) -> str:
     return "/executions/" + urllib.parse.quote(execution_id, safe="/")
+
+
+def zoned(ts: float, timezone: str) -> tuple[float, str]:
+    """A fire time, and how it reads in its schedule's time zone."""
+    return ts, dt.datetime.fromtimestamp(ts, tz=ZoneInfo(timezone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def create_app(engine: Engine, settings: Settings) -> Starlette:
@@ -136,6 +145,12 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
     def queue(request: Request) -> Response:
         return page(request, "queue.html", q=inspector.queue())
 
+    def schedules(request: Request) -> Response:
+        count = min(max(int(request.query_params.get("next") or 3), 1), 20)
+        found = engine.backend.run(ScheduleFlows(engine.backend.queue.clock).list(level="weak"))
+        rows = [(info, [zoned(t, info.timezone) for t in info.next_times(count)]) for info in found]
+        return page(request, "schedules.html", rows=rows, now=inspector.now(), count=count)
+
     def workers(request: Request) -> Response:
         within = float(request.query_params.get("within") or 60)
         return page(
@@ -203,6 +218,7 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         Route("/api/counts", counts),
         Route("/queue", queue),
         Route("/workers", workers),
+        Route("/schedules", schedules),
         Route("/cancel", confirm, methods=["GET"]),
         Route("/send", confirm, methods=["GET"]),
         Route("/cancel", act, methods=["POST"]),

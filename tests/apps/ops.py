@@ -1,10 +1,12 @@
 """Workflows for the operator tests (CLI, dashboard, metrics): quick ones, one that waits
-for a signal (to cancel or to signal), one that fails after a retry, one with a child.
-Worker processes import it: ``raftflow worker tests.apps.ops:engine --url ...``."""
+for a signal (to cancel or to signal), one that fails after a retry, one with a child, one
+under a concurrency limit (one at a time: a second one waits for the slot) and a nightly
+cron schedule. Worker processes import it: ``raftflow worker tests.apps.ops:engine --url ...``."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from pydantic import BaseModel
 from raftflow.engine import Engine, Retry, current_step
@@ -58,3 +60,17 @@ def refund(order: Order) -> str:
 def batch(orders: list[Order]) -> int:
     children = [engine.start(checkout, order) for order in orders]
     return sum(len(child.result()) for child in children)
+
+
+@engine.workflow(concurrency=1)
+def settle(order: Order) -> str:
+    """One settlement at a time: holds its slot while it waits for a signal."""
+    reserve(order.id)
+    answer = engine.recv("settled", timeout=600)
+    return "settled" if answer else "timed out"
+
+
+@engine.scheduled("0 3 * * *")
+@engine.workflow
+def nightly(at: datetime) -> str:
+    return reserve(f"nightly-{at:%Y%m%d}")

@@ -76,6 +76,7 @@ def worker(
         yield process, port
     finally:
         process.stop()
+        raftflow("schedules", "--remove", "nightly", url=url)  # the app's, made by the worker
 
 
 def _scrape(port: int) -> str | None:

@@ -1,6 +1,8 @@
 """The dashboard in a real headless Chromium (Debian's chromium + chromium-driver, driven by
 Selenium), against the shared cluster with a worker process: the pages, a cancel and a
-signal done by clicking, and the authentication and CSRF checks over plain HTTP.
+signal done by clicking, the queue with an execution waiting on a concurrency limit, the
+cron schedules with one that the worker fired, and the authentication and CSRF checks over
+plain HTTP.
 
 Screenshots go to the test's temporary folder; with ``RAFTFLOW_SCREENSHOTS=docs/img``
 (``make screenshots``) also there, for the README. Without Chromium the browser test is
@@ -9,17 +11,22 @@ skipped, with the reason -- under CI (``CI=1``) it fails instead: ``make test`` 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from raftflow.engine.schedules import SQL as SCHEDULES
+from raftflow.engine.schedules import Schedule
 from raftflow.engine.ui.server import execution_url
+from raftflow.transports.flow import Flow, Request
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 
@@ -77,14 +84,26 @@ def url(rqlite_cluster: LocalCluster) -> str:
     return rotated_url(rqlite_cluster.urls, 2)
 
 
+def left_parked(schedule: Schedule, at: float) -> Flow[None]:
+    """A schedule's message as a worker stopped since ``at`` left it: parked for ``at``."""
+    params = {"group_id": schedule.group_id, "event": schedule.event(at), "now": at, "at": at}
+    response = yield Request((SCHEDULES("ensure", params),))
+    response.raise_for_errors()
+
+
 @pytest.fixture(scope="module")
 def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A worker, the app's executions (finished, failed, waiting), an open dashboard."""
     logs = tmp_path_factory.mktemp("dashboard")
+    ops.engine.connect(url)
+    # The nightly schedule, last parked for the latest 03:00 (its workers were down since):
+    # the worker below finds it due and catches that time up -- a real fire.
+    nightly = ops.engine.schedules["nightly"]
+    last_time = nightly.next_after(time.time() - 86400)
+    ops.engine.backend.run(left_parked(nightly, last_time))
     worker = WorkerProcess(
         "tests.apps.ops:engine", url, logs / "worker.log", concurrency=4, worker_id="ui-worker"
     )
-    ops.engine.connect(url)
     dashboard: Dashboard | None = None
     try:
         order = ops.Order
@@ -97,11 +116,20 @@ def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
         to_signal = ops.engine.start(
             ops.approval, order(id="o-21", amount=21), execution_id="approval-signal-me"
         )
+        # Concurrency 1: the first settlement holds the slot (waiting for a signal), the
+        # second waits for it, its queue group gated.
+        holding = ops.engine.start(ops.settle, order(id="s-1", amount=1), execution_id="settle-1")
+        gated = ops.engine.start(ops.settle, order(id="s-2", amount=2), execution_id="settle-2")
+        fired_id = nightly.execution_id(last_time)
+        fired = wait_until(
+            lambda: ops.engine.store.get(fired_id) and ops.engine.get(fired_id), timeout=60
+        )
         for handle in (*done, batch):
             handle.result(timeout=60)
         wait_until(lambda: failed.status().is_final, timeout=60)
-        for handle in (to_cancel, to_signal):
+        for handle in (to_cancel, to_signal, holding):
             wait_until(lambda h=handle: h.info().steps_done == 1, timeout=60)
+        assert fired.result(timeout=60) == f"rsv-nightly-{nightly.when(last_time):%Y%m%d}"
         dashboard = Dashboard(url, logs / "ui.log")
         yield {
             "dashboard": dashboard,
@@ -111,11 +139,15 @@ def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             "signal": to_signal,
             "failed": failed,
             "batch": batch,
+            "holding": holding,
+            "gated": gated,
+            "fired": fired,
         }
     finally:
         if dashboard is not None:
             dashboard.stop()
         worker.stop()
+        ops.engine.remove_schedule("nightly")  # the shared cluster's next users
         ops.engine.close()
 
 
@@ -182,7 +214,8 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
     table = text_of("#executions")
     for needle in ("approval-cancel-me", "refund-9", "checkout", "batch"):
         assert needle in table
-    assert wait_until(lambda: text_of('[data-status="succeeded"]') == "6", timeout=10)
+    # Six and the nightly schedule's run.
+    assert wait_until(lambda: text_of('[data-status="succeeded"]') == "7", timeout=10)
     assert text_of('[data-status="failed"]') == "1"
     shoot(browser, "executions")
 
@@ -233,14 +266,63 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
     assert [
         row.text.split()[0] for row in browser.find_elements(By.CSS_SELECTOR, "#depth tbody tr")
     ] == ["4", "3", "2", "1", "0"]
+    # One settlement holds the limit's only slot; the other waits for it, counted apart
+    # from the parked ones (the holder's signal wait, and the schedule's message).
+    assert text_of("#waiting") == "1" and text_of("#schedules") == "1"
+    assert int(text_of("#parked")) >= 1
+    (limit,) = browser.find_elements(By.CSS_SELECTOR, "#limits tbody tr")
+    assert limit.text.split()[:7] == ["settle", "settle", "1", "/", "1", "1", "settle-2"]
     shoot(browser, "queue")
     browser.get(base + "/workers")
     assert "ui-worker" in text_of("#workers") and "running" in text_of("#workers")
     shoot(browser, "workers")
+
+    # The schedules: the nightly one, parked until tomorrow's 03:00, and the run it started.
+    find(By.LINK_TEXT, "Schedules").click()
+    row = text_of("#schedules tbody tr")
+    assert "nightly" in row and "0 3 * * *" in row and "UTC" in row and "parked" in row
+    assert row.count("03:00:00 UTC") == 3  # the next three times
+    shoot(browser, "schedules")
+    find(By.LINK_TEXT, running["fired"].id).click()
+    assert text_of("#status") == "succeeded" and "reserve" in text_of("main")
     assert all(
         (tmp_path / f"{n}.png").stat().st_size > 10_000
-        for n in ("executions", "execution", "queue", "workers")
+        for n in ("executions", "execution", "queue", "workers", "schedules")
     )
+
+
+def test_the_queue_and_schedules_pages_and_the_queue_command(running: dict[str, Any]) -> None:
+    """Without a browser too: the pages' content over HTTP, and ``raftflow queue --json``."""
+    base = running["dashboard"].base
+    with httpx.Client(base_url=base, timeout=10) as client:
+        queue = client.get("/queue").text
+        assert 'id="waiting">1<' in queue and 'href="/executions/settle-2"' in queue
+        schedules = client.get("/schedules").text
+        assert running["fired"].id in schedules and "0 3 * * *" in schedules
+        assert len(client.get("/schedules?next=5").text.split("03:00:00 UTC")) == 6
+    out = subprocess.run(
+        [sys.executable, "-m", "raftflow", "queue", "--json", "--url", running["url"]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    data = json.loads(out)
+    assert data["waiting_on_limits"] == 1 and data["schedules"] == 1
+    (limit,) = data["limits"]
+    assert limit["limit_key"] == "settle" and limit["workflow"] == "settle"
+    assert (limit["limit"], limit["holding"], limit["waiting"]) == (1, 1, 1)
+    assert limit["next"] == running["gated"].id and limit["next_waited"] >= 0
+    human = subprocess.run(
+        [sys.executable, "-m", "raftflow", "queue", "--url", running["url"]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "waiting on a concurrency limit: 1" in human and "settle-2" in human
 
 
 def test_tokens_read_only_and_csrf_are_enforced(running: dict[str, Any]) -> None:

@@ -71,6 +71,7 @@ HOT_PATH = [
     (STORE, "count_by_status_since"),
     (OPS, "queue_depth"),
     (OPS, "parked"),
+    (OPS, "limit_waiting"),
     (OPS, "leases"),
     (OPS, "signals_of"),
     (OPS, "events_of"),
@@ -206,6 +207,14 @@ def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:
     leases = "\n".join(row[3] for row in db.execute(OPS.explain("leases").sql, PARAMS))
     assert leases.count("messages_by_token (locked_by<?)") == 1
     assert leases.count("messages_by_token (locked_by>?)") == 1
+
+
+def test_the_limit_waiters_walk_the_pending_executions(db: sqlite3.Connection) -> None:
+    """The queue page's waiters per limit key: the pending executions (not every limited
+    execution ever run), each key's slots held on the limit index."""
+    plan = "\n".join(row[3] for row in db.execute(OPS.explain("limit_waiting").sql, PARAMS))
+    assert "executions_by_status (status=?)" in plan, plan
+    assert "executions_by_limit (limit_key=? AND admitted=? AND status=?)" in plan, plan
 
 
 def test_retention_walks_the_finished_index(db: sqlite3.Connection) -> None:
