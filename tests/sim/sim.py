@@ -165,6 +165,8 @@ class _WorkerEngine:
         self.hooks = workload.engine.hooks
         self.max_payload_bytes = workload.engine.max_payload_bytes
         self.max_history = workload.engine.max_history
+        self.retention = None  # the simulated workload keeps its executions
+        self.schedules = workload.engine.schedules
         self.local = LocalWorkers()
         self.backend = backend
 
