@@ -40,6 +40,7 @@ from raftflow.stores.base import Status
 from raftflow.stores.inspect import Inspector
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -74,6 +75,23 @@ def zoned(ts: float, timezone: str) -> tuple[float, str]:
     return ts, dt.datetime.fromtimestamp(ts, tz=ZoneInfo(timezone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def number_param(
+    request: Request, name: str, default: float, low: float, high: float, kind: type = int
+) -> Any:
+    """A numeric query parameter clamped to [low, high]; 400 with a clear message when it
+    is not a number (not a 500 from deep inside a page)."""
+    text = request.query_params.get(name)
+    if not text:
+        return kind(default)
+    try:
+        value = kind(text)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a number, not {text[:40]!r}") from None
+    if value != value:  # NaN
+        raise HTTPException(400, f"{name} must be a number, not {text[:40]!r}")
+    return min(max(value, kind(low)), kind(high))
+
+
 def create_app(engine: Engine, settings: Settings) -> Starlette:
     """The dashboard's ASGI app on a connected ``engine``."""
     inspector = Inspector(engine.backend.database)
@@ -103,7 +121,7 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         seconds = WINDOWS[window]
         now = inspector.now()
         since = 0.0 if seconds is None else now - seconds
-        limit = min(max(int(q.get("limit") or 100), 1), 1000)
+        limit = number_param(request, "limit", 100, 1, 1000)
         records = inspector.list(
             status=Status(status) if status in {s.value for s in Status} else None,
             workflow=workflow,
@@ -146,13 +164,13 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         return page(request, "queue.html", q=inspector.queue())
 
     def schedules(request: Request) -> Response:
-        count = min(max(int(request.query_params.get("next") or 3), 1), 20)
+        count = number_param(request, "next", 3, 1, 20)
         found = engine.backend.run(ScheduleFlows(engine.backend.queue.clock).list(level="weak"))
         rows = [(info, [zoned(t, info.timezone) for t in info.next_times(count)]) for info in found]
         return page(request, "schedules.html", rows=rows, now=inspector.now(), count=count)
 
     def workers(request: Request) -> Response:
-        within = float(request.query_params.get("within") or 60)
+        within = number_param(request, "within", 60.0, 1.0, 86_400.0, float)
         return page(
             request,
             "workers.html",

@@ -300,6 +300,10 @@ def test_the_queue_and_schedules_pages_and_the_queue_command(running: dict[str, 
         schedules = client.get("/schedules").text
         assert running["fired"].id in schedules and "0 3 * * *" in schedules
         assert len(client.get("/schedules?next=5").text.split("03:00:00 UTC")) == 6
+        # Bad numbers in a query: a clear 400, not a server error.
+        for path in ("/schedules?next=abc", "/executions?limit=x", "/workers?within=nan"):
+            response = client.get(path)
+            assert response.status_code == 400 and "must be a number" in response.text, path
     out = subprocess.run(
         [sys.executable, "-m", "raftflow", "queue", "--json", "--url", running["url"]],
         cwd=ROOT,
