@@ -100,6 +100,7 @@ class NamespaceCluster:
             for i in range(1, size + 1)
         ]
         self._made: list[tuple[str, ...]] = []
+        self._rules: list[tuple[str, ...]] = []  # iptables rules to delete on close
 
     # -- setup and teardown ----------------------------------------------------------------
 
@@ -120,6 +121,12 @@ class NamespaceCluster:
             _ip("link", "add", bridge, "type", "bridge")
             self._made.append(("link", "del", bridge))
             _ip("link", "set", bridge, "up")
+            # A Docker engine on the machine sets the FORWARD policy to DROP, and with
+            # br_netfilter that drops traffic between two ports of our bridge too.
+            if shutil.which("iptables"):
+                rule = ("FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT")
+                subprocess.run(["iptables", "-w", "-I", *rule], capture_output=True, timeout=30)
+                self._rules.append(rule)
         _ip("addr", "add", f"10.{self.http_net}.254/24", "dev", self.http_bridge)
         for node in self.nodes:
             _ip("netns", "add", node.netns)
@@ -167,6 +174,9 @@ class NamespaceCluster:
         for args in reversed(self._made):
             _ip(*args, check=False)
         self._made.clear()
+        for rule in self._rules:
+            subprocess.run(["iptables", "-w", "-D", *rule], capture_output=True, timeout=30)
+        self._rules.clear()
 
     # -- state ---------------------------------------------------------------------------
 
