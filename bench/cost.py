@@ -35,6 +35,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
     from raftflow.engine.events import RUN
     from raftflow.stores.base import Status
     from raftflow.stores.flows import QUERIES as STORE
+    from raftflow.stores.flows import start_params
     from raftflow.transports.flow import Request, Statement, drive
     from raftflow.transports.payload import to_json
 
@@ -80,25 +81,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
         now = drive(conn, flows.clock.now())
         ids = [uuid.uuid4().hex for _ in range(count)]
         starts = tuple(
-            STORE(
-                "start",
-                {
-                    "id": e,
-                    "workflow": "chain",
-                    "input": "{}",
-                    "priority": 0,
-                    "event": run_text,
-                    "now": now,
-                    "commit_id": uuid.uuid4().hex,
-                    "parent_id": None,
-                    "deadline": None,
-                    "lease_token": None,
-                    "lease_expiry": None,
-                    "limit_key": None,
-                    "limit_max": None,
-                    "debounce_until": None,
-                },
-            )
+            STORE("start", start_params(e, "chain", "{}", 0, run_text, now, uuid.uuid4().hex))
             for e in ids
         )
         conn.send(Request(starts, transaction=True)).raise_for_errors()

@@ -47,6 +47,7 @@ def sizes_of(queued: int) -> list[int]:
 def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
     from raftflow.engine.events import RUN
     from raftflow.stores.flows import QUERIES as STORE
+    from raftflow.stores.flows import start_params
     from raftflow.transports.payload import to_json
 
     event = to_json(RUN, what="event")
@@ -55,22 +56,15 @@ def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
     for i in range(have, want):
         statement = STORE(
             "start",
-            {
-                "id": f"scale-{i:07d}",
-                "workflow": "chain",
-                "input": '{"steps": 1, "sleep": 0.0}',
-                "priority": 0,
-                "event": event,
-                "now": now,
-                "commit_id": uuid.uuid4().hex,
-                "parent_id": None,
-                "deadline": None,
-                "lease_token": None,
-                "lease_expiry": None,
-                "limit_key": None,
-                "limit_max": None,
-                "debounce_until": None,
-            },
+            start_params(
+                f"scale-{i:07d}",
+                "chain",
+                '{"steps": 1, "sleep": 0.0}',
+                0,
+                event,
+                now,
+                uuid.uuid4().hex,
+            ),
         )
         statements.append([statement.sql, statement.params])
     for start in range(0, len(statements), 1000):

@@ -25,27 +25,12 @@ def _database(cache: int) -> sqlite3.Connection:
 
 def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float) -> None:
     from raftflow.stores.flows import QUERIES as STORE
+    from raftflow.stores.flows import start_params
 
     sql = STORE.queries["start"]
     db.execute("BEGIN")
     for i in range(first, last):
-        params = {
-            "id": f"e{i:07d}",
-            "workflow": "chain",
-            "input": "{}",
-            "priority": 0,
-            "event": event,
-            "now": now,
-            "commit_id": "c",
-            "parent_id": None,
-            "deadline": None,
-            "lease_token": None,
-            "lease_expiry": None,
-            "limit_key": None,
-            "limit_max": None,
-            "debounce_until": None,
-        }
-        db.execute(sql, params)
+        db.execute(sql, start_params(f"e{i:07d}", "chain", "{}", 0, event, now, "c"))
     db.execute("COMMIT")
 
 

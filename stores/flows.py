@@ -80,22 +80,22 @@ class StoreFlows:
         event_text = to_json(event, what="event", limit=self.max_payload_bytes)
         now = yield from self.clock.now()
         commit_id = uuid.uuid4().hex
-        params = {
-            "id": execution_id,
-            "workflow": workflow,
-            "input": input_text,
-            "priority": priority,
-            "event": event_text,
-            "now": now,
-            "commit_id": commit_id,
-            "parent_id": parent_id,
-            "deadline": None if timeout is None else now + timeout,
-            "lease_token": lease_token,
-            "lease_expiry": None if lease_token is None else now + visibility,
-            "limit_key": None if limit is None else check_id(limit[0], what="concurrency key"),
-            "limit_max": None if limit is None else int(limit[1]),
-            "debounce_until": None if debounce is None else now + debounce,
-        }
+        params = start_params(
+            execution_id,
+            workflow,
+            input_text,
+            priority,
+            event_text,
+            now,
+            commit_id,
+            parent_id=parent_id,
+            deadline=None if timeout is None else now + timeout,
+            lease_token=lease_token,
+            lease_expiry=None if lease_token is None else now + visibility,
+            limit_key=None if limit is None else check_id(limit[0], what="concurrency key"),
+            limit_max=None if limit is None else int(limit[1]),
+            debounce_until=None if debounce is None else now + debounce,
+        )
         # The trace context, when there is one, in the same transaction (an operator
         # feature: the start's one statement and the schema's start trigger stay as they are).
         traced = (
@@ -314,6 +314,43 @@ def _read(
         return result.dicts()
     response = yield Request((statement,), level="strong")
     return response.raise_for_errors()[0].dicts()
+
+
+def start_params(
+    execution_id: str,
+    workflow: str,
+    input_text: str,
+    priority: int,
+    event_text: str,
+    now: float,
+    commit_id: str,
+    *,
+    parent_id: str | None = None,
+    deadline: float | None = None,
+    lease_token: str | None = None,
+    lease_expiry: float | None = None,
+    limit_key: str | None = None,
+    limit_max: int | None = None,
+    debounce_until: float | None = None,
+) -> dict[str, Any]:
+    """The parameters of the ``start`` statement (JSON already serialized): the one place
+    that knows them, for the store and for tools that write starts in bulk (bench/)."""
+    return {
+        "id": execution_id,
+        "workflow": workflow,
+        "input": input_text,
+        "priority": priority,
+        "event": event_text,
+        "now": now,
+        "commit_id": commit_id,
+        "parent_id": parent_id,
+        "deadline": deadline,
+        "lease_token": lease_token,
+        "lease_expiry": lease_expiry,
+        "limit_key": limit_key,
+        "limit_max": limit_max,
+        "debounce_until": debounce_until,
+    }
 
 
 def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
