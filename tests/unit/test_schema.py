@@ -107,21 +107,27 @@ def test_racing_migrators_apply_each_migration_exactly_once(tmp_path: Path) -> N
     series = write_series(tmp_path / "series")
     url = f"sqlite:///{tmp_path / 'race.db'}"
     results: list[list[int]] = []
-    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4, timeout=30)
 
     def migrator() -> None:
-        database = open_database(url)
         try:
-            barrier.wait()
-            results.append([m.version for m in database.run(migrate(3, migrations=series))])
-        finally:
-            database.close()
+            database = open_database(url)  # four at once on a new file (see the WAL switch)
+            try:
+                barrier.wait()
+                results.append([m.version for m in database.run(migrate(3, migrations=series))])
+            finally:
+                database.close()
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
 
     threads = [threading.Thread(target=migrator) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert not [e for e in errors if not isinstance(e, threading.BrokenBarrierError)], errors
     assert sorted(v for applied in results for v in applied) == [1, 2, 3], results
     database = open_database(url)
     try:

@@ -13,6 +13,7 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -46,12 +47,28 @@ class SqliteConnection:
                 check_same_thread=False,
             )
             if path != MEMORY:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._use_wal(busy_timeout)
         except sqlite3.Error as exc:
             raise DatabaseError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._lock = threading.Lock()
         self.round_trips = 0
+
+    def _use_wal(self, timeout: float) -> None:
+        """WAL mode (kept in the file once set), retried while the file is locked: the
+        switch needs the database to itself for a moment, and a connection opening it at
+        that moment gets "locked" at once, without waiting on the busy timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                return
+            except sqlite3.OperationalError as exc:
+                text = str(exc).lower()
+                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     @property
     def identity(self) -> str:
