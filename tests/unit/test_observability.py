@@ -116,7 +116,9 @@ def test_presence_lists_the_worker_then_marks_it_stopped(engine: Engine) -> None
         seen = wait_until(lambda: inspector.workers())
         assert [w.worker_id for w in seen] == ["w-presence"]
         assert seen[0].state == "running" and seen[0].concurrency == 2
-        assert worker.presence.seen_at is not None
+        # The worker notes its beat once the write's answer is back: after the row is
+        # visible to others.
+        wait_until(lambda: worker.presence.seen_at is not None)
         assert not worker.presence.sampler  # no hook asked for the sampling duty
     (stopped,) = inspector.workers()
     assert stopped.state == "stopped"
