@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftflow.transports.flow import Request, Response, Result, Statement
+from raftflow.transports.flow import Request, Response, Result, Statement, drive
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.client import _advance
 from raftflow.transports.rqlite.protocol import (
@@ -47,6 +47,7 @@ from raftflow.transports.rqlite.protocol import (
     Sleep,
     exchange,
 )
+from raftflow.transports.schema import ensure
 from raftflow.transports.sqlite.connection import SqliteConnection
 
 #: The simulated epoch: time 0.0 of the loop is this wall-clock time.
@@ -110,7 +111,6 @@ class SimCluster:
     def __init__(
         self,
         rng: random.Random,
-        db: sqlite3.Connection,
         faults: Faults,
         trace: Callable[[str], None],
         rewrite: Callable[[str], str] | None = None,
@@ -121,11 +121,11 @@ class SimCluster:
         self.trace = trace
         self.rewrite = rewrite
         self.on_violation = on_violation or (lambda message: None)
-        self.main = SqliteConnection(":memory:")
-        self.main._db.close()
-        self.main._db = db
-        self.stale = SqliteConnection(":memory:")
-        self._refresh_stale()
+        self.main, self.stale = _fresh_databases()
+        # The writes the stale copy has not applied yet; the first ``snapshot`` of them are
+        # what it should show (it catches up lazily, at its next read).
+        self.behind: list[Request] = []
+        self.snapshot = 0
         self.writes = 0
         self.stale_at = 0
         self.leader_offset = 0.0
@@ -133,6 +133,7 @@ class SimCluster:
         self.election_until = 0.0
         self.calm = False  # the workload is over: no more faults (so everything can finish)
         self.processes: dict[str, Process] = {}
+        self.dead: list[asyncio.Future[None]] = []
         self.counters = Counters()
         self.watch = os.environ.get("SIM_WATCH")  # an execution whose rows the trace shows
 
@@ -156,7 +157,13 @@ class SimCluster:
         process = self.process(name)
         while True:
             if process.died_at is not None:
-                await asyncio.Future()  # never: a dead process does nothing more
+                # Never: a dead process does nothing more. The future is kept, and with it
+                # the task waiting on it: unreachable, the garbage collector would close
+                # that coroutine (running its finally blocks) at a moment that depends on
+                # the process's allocations, not on the seed.
+                forever = self.loop.create_future()
+                self.dead.append(forever)
+                await forever
             wait = process.paused_until - self.loop.time()
             if wait <= 0:
                 return
@@ -264,6 +271,8 @@ class SimCluster:
                 request.transaction,
                 request.level,
             )
+        if stale:
+            self._catch_up()
         connection = self.stale if stale else self.main
         claim = not stale and any(s.sql.strip() == CLAIM_SQL for s in request.statements)
         before = self._live_leases() if claim else {}
@@ -272,6 +281,7 @@ class SimCluster:
             self._check_takeovers(before)
         if not request.is_read_only:
             self.writes += 1
+            self.behind.append(request)
             if self.watch:
                 rows = self.main._db.execute(
                     "SELECT seq, locked_by, lock_expiry, event FROM messages WHERE group_id = ?",
@@ -283,14 +293,18 @@ class SimCluster:
                 self.trace(f"  {self.watch} at {self.leader_time() - EPOCH:.4f}: {rows} {steps}")
             self._check_leases()
             if self.writes >= self.stale_at:  # the stale copy lags 1-20 writes behind
-                self._refresh_stale()
+                self.snapshot = len(self.behind)
                 self.stale_at = self.writes + self.rng.randint(1, 20)
         return [_encode(result) for result in response.results]
 
-    def _refresh_stale(self) -> None:
-        self.stale._db.close()
-        self.stale._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self.main._db.backup(self.stale._db)
+    def _catch_up(self) -> None:
+        """The stale copy applies the writes of its snapshot, as a follower applies the log
+        (the statements are deterministic: every time is a parameter). Done at a stale read
+        only: a seed without one never runs a write twice."""
+        for request in self.behind[: self.snapshot]:
+            self.stale.send(request)
+        del self.behind[: self.snapshot]
+        self.snapshot = 0
 
     def _live_leases(self) -> dict[int, tuple[str, float]]:
         rows = self.main._db.execute(
@@ -341,6 +355,48 @@ class SimCluster:
         cursor = self.main._db.execute(sql, params)
         columns = [d[0] for d in cursor.description]
         return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+_DATABASES: list[tuple[SqliteConnection, SqliteConnection]] = []
+
+
+def _fresh_databases() -> tuple[SqliteConnection, SqliteConnection]:
+    """This process's two in-memory databases (the cluster's state and its stale copy), both
+    emptied back to the migrated schema.
+
+    They are made once per process and emptied for each seed rather than made anew: a new
+    connection parses the schema and prepares every statement again (1-9 ms each, two
+    thirds of a seed's SQL time), while an emptied one keeps its prepared statements. An
+    emptied database answers as a new one would (rowids and AUTOINCREMENT restart; only
+    the free pages differ). One simulation at a time per process.
+    """
+    if not _DATABASES:
+        main = SqliteConnection(":memory:")
+        drive(main, ensure(True))
+        stale = SqliteConnection(":memory:")
+        main._db.backup(stale._db)
+        _DATABASES.append((main, stale))
+    main, stale = _DATABASES[0]
+    for connection in (main, stale):
+        _empty(connection._db)
+    return main, stale
+
+
+def _empty(db: sqlite3.Connection) -> None:
+    """Delete every row but the schema's own record (sqlite_sequence too), again until a pass
+    changes nothing (triggers of a delete may write to a table already emptied)."""
+    tables = [
+        name
+        for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'raftflow_schema'"
+        )
+    ]
+    while True:
+        before = db.total_changes
+        for table in tables:
+            db.execute(f'DELETE FROM "{table}"')
+        if db.total_changes == before:
+            return
 
 
 def _statement(item: list[Any]) -> Statement:

@@ -15,7 +15,6 @@ import contextvars
 import hashlib
 import logging
 import random
-import sqlite3
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,11 +29,9 @@ from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.errors import ExecutionFinishedError, StoreError
 from raftflow.transports.clock import ClusterClock
 from raftflow.transports.database import Database
-from raftflow.transports.flow import Flow, drive
+from raftflow.transports.flow import Flow
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
-from raftflow.transports.schema import ensure
-from raftflow.transports.sqlite.connection import SqliteConnection
 
 from tests.sim import workload
 from tests.sim.cluster import (
@@ -51,17 +48,6 @@ from tests.sim.mutations import MUTATIONS
 #: Simulated seconds after which an unfinished execution counts as stuck.
 TIME_LIMIT = 1200.0
 FINAL = ("succeeded", "failed", "cancelled")
-
-_TEMPLATE: list[sqlite3.Connection] = []
-
-
-def _template() -> sqlite3.Connection:
-    """The migrated schema, built once per process and copied for each seed."""
-    if not _TEMPLATE:
-        connection = SqliteConnection(":memory:")
-        drive(connection, ensure(True))
-        _TEMPLATE.append(connection._db)
-    return _TEMPLATE[0]
 
 
 @dataclass
@@ -219,12 +205,8 @@ class Simulation:
         self.sent: dict[str, list[str]] = {}
         self.refused: dict[str, list[str]] = {}  # sends refused: the execution was finished
         self.loop = SimLoop()
-        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        _template().backup(db)
         rewrite = self.mutation.rewrite if self.mutation else None
-        self.cluster = SimCluster(
-            self.rng, db, self.plan.faults, self.note, rewrite, self.violation
-        )
+        self.cluster = SimCluster(self.rng, self.plan.faults, self.note, rewrite, self.violation)
 
     # -- the record -------------------------------------------------------------------------
 
@@ -312,7 +294,7 @@ class Simulation:
         hook = sys.unraisablehook
         sys.unraisablehook = lambda unraisable: None
         try:
-            for task in asyncio.all_tasks(loop):
+            for task in loop.tasks():  # in creation order: the cancels run in that order
                 task.cancel()
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(asyncio.sleep(0.001))
