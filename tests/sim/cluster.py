@@ -110,12 +110,14 @@ class SimCluster:
 
     def __init__(
         self,
+        loop: asyncio.AbstractEventLoop,
         rng: random.Random,
         faults: Faults,
         trace: Callable[[str], None],
         rewrite: Callable[[str], str] | None = None,
         on_violation: Callable[[str], None] | None = None,
     ) -> None:
+        self.loop = loop
         self.rng = rng
         self.faults = faults
         self.trace = trace
@@ -138,10 +140,6 @@ class SimCluster:
         self.watch = os.environ.get("SIM_WATCH")  # an execution whose rows the trace shows
 
     # -- time ---------------------------------------------------------------------------------
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
 
     def leader_time(self) -> float:
         return EPOCH + self.loop.time() + self.leader_offset
@@ -171,12 +169,19 @@ class SimCluster:
 
     # -- one HTTP call ------------------------------------------------------------------------
 
-    async def call(self, who: str, call: HttpCall) -> HttpReply | NetworkFailure:
+    async def call(
+        self, who: str, call: HttpCall, request: Request | None = None
+    ) -> HttpReply | NetworkFailure:
+        """Answer ``call``; ``request`` is what its body encodes, when the caller has it (the
+        statements are then taken from it, not parsed back from the JSON body: the same
+        SQL and the same values, as JSON carries them)."""
         await self.gate(who)
         rng, faults = self.rng, self.faults
         self.counters.requests += 1
-        body = json.loads(call.body or b"[]")
-        statements = tuple(_statement(item) for item in body)
+        if request is not None:
+            statements = request.statements
+        else:
+            statements = tuple(_statement(item) for item in json.loads(call.body or b"[]"))
         read_only = call.path == "/db/query"
         level = call.params.get("level", "weak")
         names = _names(statements)
@@ -357,7 +362,7 @@ class SimCluster:
         return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-_DATABASES: list[tuple[SqliteConnection, SqliteConnection]] = []
+_DATABASES: list[tuple[SqliteConnection, SqliteConnection, int]] = []
 
 
 def _fresh_databases() -> tuple[SqliteConnection, SqliteConnection]:
@@ -370,13 +375,15 @@ def _fresh_databases() -> tuple[SqliteConnection, SqliteConnection]:
     emptied database answers as a new one would (rowids and AUTOINCREMENT restart; only
     the free pages differ). One simulation at a time per process.
     """
+    if _DATABASES and _DATABASES[0][2] != os.getpid():
+        _DATABASES.clear()  # a forked child: its parent's connections are not its own
     if not _DATABASES:
         main = SqliteConnection(":memory:")
         drive(main, ensure(True))
         stale = SqliteConnection(":memory:")
         main._db.backup(stale._db)
-        _DATABASES.append((main, stale))
-    main, stale = _DATABASES[0]
+        _DATABASES.append((main, stale, os.getpid()))
+    main, stale, _ = _DATABASES[0]
     for connection in (main, stale):
         _empty(connection._db)
     return main, stale
@@ -482,7 +489,7 @@ class SimConnection:
                 await asyncio.sleep(step.seconds)
             else:
                 self.round_trips += 1
-                reply = await self.cluster.call(self.who, step)
+                reply = await self.cluster.call(self.who, step, request)
         return step
 
     async def close(self) -> None:

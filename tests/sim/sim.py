@@ -206,7 +206,9 @@ class Simulation:
         self.refused: dict[str, list[str]] = {}  # sends refused: the execution was finished
         self.loop = SimLoop()
         rewrite = self.mutation.rewrite if self.mutation else None
-        self.cluster = SimCluster(self.rng, self.plan.faults, self.note, rewrite, self.violation)
+        self.cluster = SimCluster(
+            self.loop, self.rng, self.plan.faults, self.note, rewrite, self.violation
+        )
 
     # -- the record -------------------------------------------------------------------------
 
