@@ -56,6 +56,17 @@ NODES = ("http://n1:4001", "http://n2:4001", "http://n3:4001")
 CLOCK_SQL = QUERIES("clock").sql.strip()
 CLAIM_SQL = QUERIES("claim").sql.strip()
 
+LIMITS_SQL = """
+SELECT e.limit_key, MAX(e.limit_max), COUNT(DISTINCT e.id), COUNT(DISTINCT m.group_id)
+FROM executions AS e
+LEFT JOIN messages AS m ON m.group_id = e.id AND m.locked_by IS NOT NULL
+  AND m.locked_by != '__parked__' AND m.lock_expiry >= :now
+WHERE e.limit_key IS NOT NULL AND e.admitted = 1
+  AND e.status NOT IN ('succeeded', 'failed', 'cancelled')
+GROUP BY e.limit_key
+HAVING COUNT(DISTINCT e.id) > MAX(e.limit_max) OR COUNT(DISTINCT m.group_id) > MAX(e.limit_max)
+"""
+
 #: The simulated process a task belongs to (inherited by every task a worker creates).
 PROCESS: contextvars.ContextVar[str] = contextvars.ContextVar("sim_process", default="client")
 
@@ -111,6 +122,7 @@ class SimCluster:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
+        tables: Request,
         rng: random.Random,
         faults: Faults,
         trace: Callable[[str], None],
@@ -123,7 +135,7 @@ class SimCluster:
         self.trace = trace
         self.rewrite = rewrite
         self.on_violation = on_violation or (lambda message: None)
-        self.main, self.stale = _fresh_databases()
+        self.main, self.stale = _fresh_databases(tables)
         # The writes the stale copy has not applied yet; the first ``snapshot`` of them are
         # what it should show (it catches up lazily, at its next read).
         self.behind: list[Request] = []
@@ -354,6 +366,13 @@ class SimCluster:
         ).fetchall()
         for group_id, count in rows:
             self.on_violation(f"group {group_id} has {count} live leases at once")
+        # Concurrency limits: per key, the executions holding a slot (admitted, not final)
+        # and those with a live lease never outnumber the key's slots.
+        rows = self.main._db.execute(LIMITS_SQL, {"now": self.leader_time()}).fetchall()
+        for key, slots, admitted, leased in rows:
+            self.on_violation(
+                f"limit {key}: {admitted} executions hold its {slots} slots, {leased} leased"
+            )
 
     def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """A read of the true state (for the checker; no fault, no trace)."""
@@ -365,9 +384,9 @@ class SimCluster:
 _DATABASES: list[tuple[SqliteConnection, SqliteConnection, int]] = []
 
 
-def _fresh_databases() -> tuple[SqliteConnection, SqliteConnection]:
+def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnection]:
     """This process's two in-memory databases (the cluster's state and its stale copy), both
-    emptied back to the migrated schema.
+    emptied back to the migrated schema and the workload's ``tables``.
 
     They are made once per process and emptied for each seed rather than made anew: a new
     connection parses the schema and prepares every statement again (1-9 ms each, two
@@ -380,6 +399,8 @@ def _fresh_databases() -> tuple[SqliteConnection, SqliteConnection]:
     if not _DATABASES:
         main = SqliteConnection(":memory:")
         drive(main, ensure(True))
+        for result in main.send(tables).results:
+            assert result.error is None, result.error
         stale = SqliteConnection(":memory:")
         main._db.backup(stale._db)
         _DATABASES.append((main, stale, os.getpid()))

@@ -25,6 +25,7 @@ from typing import Any
 from raftflow.engine.backend import Backend
 from raftflow.engine.events import RUN
 from raftflow.engine.local import LocalWorkers
+from raftflow.engine.transaction import create_tables_request
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.errors import ExecutionFinishedError, StoreError
 from raftflow.transports.clock import ClusterClock
@@ -98,13 +99,20 @@ def make_plan(rng: random.Random, size: int) -> Plan:
     ]
     executions: list[Planned] = []
     horizon = rng.uniform(0.5, 6.0)
-    kinds = ("chain", "chain", "retried", "doomed", "napper", "listener", "parent")
+    kinds = (
+        *("chain", "chain", "retried", "doomed", "napper", "listener", "parent"),
+        *("banker", "limited", "throttled"),
+    )
     for i in range(size):
         kind = rng.choice(kinds)
         steps = rng.randint(1, 4)
         item = Planned(f"e{i}", kind, {"steps": steps}, rng.uniform(0.0, horizon))
         if kind == "napper":
             item.input = {"seconds": rng.choice((0.3, 2.0, 7.0))}
+        elif kind == "banker":
+            item.input = {"deposits": [rng.randint(1, 100) for _ in range(steps)]}
+        elif kind == "limited":
+            item.input = {"key": rng.choice(("k0", "k1")), "steps": steps}
         elif kind == "listener":
             item.messages = rng.randint(1, 3)
             item.input = {"messages": item.messages}
@@ -207,7 +215,13 @@ class Simulation:
         self.loop = SimLoop()
         rewrite = self.mutation.rewrite if self.mutation else None
         self.cluster = SimCluster(
-            self.loop, self.rng, self.plan.faults, self.note, rewrite, self.violation
+            self.loop,
+            create_tables_request(workload.metadata),
+            self.rng,
+            self.plan.faults,
+            self.note,
+            rewrite,
+            self.violation,
         )
 
     # -- the record -------------------------------------------------------------------------
@@ -422,9 +436,10 @@ class Simulation:
             if what == "start":
                 definition = workload.engine.registry.workflow(item.workflow)
                 payload = definition.encode_input(item.input)
+                limit = definition.limit(payload)
                 await self._retry(
                     backend,
-                    partial(store.start, item.id, definition.name, payload, 0, RUN),
+                    partial(store.start, item.id, definition.name, payload, 0, RUN, limit=limit),
                     f"start {item.id}",
                 )
                 self.note(f"client started {item.id} ({item.workflow})")
