@@ -75,7 +75,11 @@ class Host(Protocol):
     def clock_estimate(self) -> float: ...
 
     def clock_uncertainty(self) -> float:
-        """How far ``clock_estimate()`` may be off the cluster's clock, either way."""
+        """How far the cluster's clock may be from its last sync's reading, either way."""
+        ...
+
+    def clock_earliest(self) -> float:
+        """A time the cluster's clock has surely reached (without I/O)."""
         ...
 
     def keep_turn(self, activation: Activation) -> bool: ...
@@ -184,11 +188,11 @@ class Activation:
 
     def passed(self, deadline: float) -> bool:
         """Whether ``deadline`` has surely passed on the cluster's clock."""
-        return self.now() - self.host.clock_uncertainty() >= deadline
+        return self.host.clock_earliest() >= deadline
 
     def remaining(self, deadline: float) -> float:
         """How long until ``deadline`` has surely passed (<= 0: it has)."""
-        return deadline - (self.now() - self.host.clock_uncertainty())
+        return deadline - self.host.clock_earliest()
 
     def args(self) -> tuple[Any, ...]:
         try:

@@ -38,7 +38,7 @@ from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
-from raftflow.transports.clock import uncertainty_of
+from raftflow.transports.clock import earliest_estimate, uncertainty_of
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -167,6 +167,9 @@ class Session:
 
     def clock_uncertainty(self) -> float:
         return uncertainty_of(self.backend.queue.clock)
+
+    def clock_earliest(self) -> float:
+        return earliest_estimate(self.backend.queue.clock)
 
     def keep_turn(self, activation: Activation) -> bool:
         return (
@@ -301,7 +304,7 @@ class Session:
                 return
             reason = record.cancel_reason
             deadline = record.deadline
-            surely = self.clock_estimate() - self.clock_uncertainty()
+            surely = self.clock_earliest()
             if reason is None and deadline is not None and surely >= deadline:
                 reason = "timeout"
             if reason is not None:

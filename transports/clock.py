@@ -47,6 +47,15 @@ def uncertainty_of(clock: Clock) -> float:
     return float(value) if isinstance(value, (int, float)) and value < float("inf") else 0.0
 
 
+def earliest_estimate(clock: Clock) -> float:
+    """Without I/O, a time ``clock``'s reference has surely reached: its
+    ``earliest_estimate()`` if it has one, else its estimate less its uncertainty."""
+    method = getattr(clock, "earliest_estimate", None)
+    if method is not None:
+        return float(method())
+    return clock.estimate() - uncertainty_of(clock)
+
+
 def earliest(clock: Clock) -> Flow[float]:
     """A time ``clock``'s reference has surely reached (``earliest()`` if the clock has one,
     else ``now()``): what a lease takeover compares deadlines with."""
@@ -170,17 +179,21 @@ class ClusterClock:
 
     @property
     def uncertainty(self) -> float:
-        """How far :meth:`estimate` may be off the leader's clock, either way: half the
-        round trip of the sync in use -- plus how far the estimate is held forward (never
-        backwards) past what that sync says. Found by the simulator (seed 1617): a sync
-        with a 1 s round trip put the estimate 0.5 s ahead, a precise one then brought the
-        uncertainty down to 1 ms while the estimate stayed held 0.5 s ahead, and a 0.3 s
-        sleep ended after 0.09 s (``passed()`` is the estimate less the uncertainty)."""
+        """Half the round trip of the sync in use: how far the leader's clock may be from
+        what that sync says (:meth:`estimate` is never below that, never backwards)."""
+        return self._uncertainty
+
+    def earliest_estimate(self) -> float:
+        """Without I/O: a time the leader's clock has surely reached -- what the last sync
+        says less its uncertainty, *not* held forward as :meth:`estimate` is. Found by the
+        simulator (seed 1617): a sync with a 1 s round trip put the estimate 0.5 s ahead,
+        a precise one then brought the uncertainty down to 1 ms while the estimate stayed
+        held 0.5 s ahead, and ``estimate - uncertainty`` said a 0.3 s sleep was over after
+        0.09 s."""
         anchor = self._anchor
         if anchor is None:
-            return float("inf")
-        held = self._last - (anchor[0] + (self._local() - anchor[1]))
-        return self._uncertainty + max(0.0, held)
+            return float("-inf")
+        return anchor[0] + (self._local() - anchor[1]) - self._uncertainty
 
     def estimate(self) -> float:
         anchor = self._anchor
