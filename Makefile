@@ -47,7 +47,8 @@ iproute2:  ## install iproute2 (apt) when `ip` is missing
 	else echo "iproute2 missing and not root: the partition tests will skip"; fi
 
 # The deterministic simulator (tests/sim, docs/reliability.md): SEEDS seeds from FIRST, in
-# JOBS processes. `make test` runs 30 of them; a failing seed prints the command replaying it.
+# JOBS processes. `make test` runs 2,000 of them in 2 processes (tests/sim/test_sim.py); a
+# failing seed prints the command replaying it.
 SEEDS ?= 2000
 FIRST ?= 0
 JOBS ?= 2
