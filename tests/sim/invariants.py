@@ -133,6 +133,10 @@ def check(sim: Simulation) -> list[str]:
                     f"{item.id}: slept {after - before:.3f}s of {item.input['seconds']}s"
                 )
 
+    # 4b. Retries: an attempt starts no earlier than the delay after the previous attempt
+    #     ended (its failure is recorded after that, and its wake time set from then on).
+    problems += _check_retry_delays(sim)
+
     # 5. Transaction steps: each recorded deposit's writes applied exactly once, and only
     #    recorded ones' (a ledger row per record, none without one); balances add up.
     problems += _check_ledger(cluster)
@@ -214,4 +218,36 @@ def _check_rates(cluster: Any) -> list[str]:
                     f"{later - first:.3f}s (at most {RATE.limit} per {RATE.per:g}s)"
                 )
                 break
+    return problems
+
+
+def _timer_slack(sim: Simulation) -> float:
+    """What a timer may legitimately fire early by: how far the leader's clock jumped at
+    elections (twice: set on one reference, fired on the other), and a simulated jump of
+    a worker's monotonic clock (docs/reliability.md, "known, not changed")."""
+    jumped = max((abs(by) for _, _, by in sim.plan.clock_jumps), default=0.0)
+    return sim.plan.faults.clock_jump * 2 + jumped
+
+
+def _check_retry_delays(sim: Simulation) -> list[str]:
+    from tests.sim.workload import RETRY_DELAYS
+
+    problems = []
+    slack = _timer_slack(sim)
+    ends: dict[tuple[str, int, int], float] = {}
+    for run in sim.runs.runs:
+        if run.end is not None and run.step in RETRY_DELAYS:
+            key = (run.execution, run.index, run.attempt)
+            ends[key] = min(ends.get(key, run.end), run.end)
+    for run in sim.runs.runs:
+        if run.step not in RETRY_DELAYS or run.attempt < 2:
+            continue
+        ended = ends.get((run.execution, run.index, run.attempt - 1))
+        delay = RETRY_DELAYS[run.step]
+        if ended is not None and run.start < ended + delay - slack - 1e-6:
+            problems.append(
+                f"{run.execution}#{run.index}: attempt {run.attempt} started "
+                f"{run.start - ended:.3f}s after attempt {run.attempt - 1} ended "
+                f"(retry delay {delay}s)"
+            )
     return problems

@@ -69,7 +69,7 @@ CAUGHT_BY = {
     "no-fence": 68,
     "stale-not-found": 1,
     "heartbeat-race": 10,
-    "early-timers": 2711,
+    "early-timers": 60,
     "tx-fence": 33,
 }
 

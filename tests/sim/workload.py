@@ -43,6 +43,7 @@ class Run:
     #: Whether its worker still held the execution's lease when it started (False: a
     #: zombie run -- its lease lapsed and was taken over; its result will be refused).
     held: bool = True
+    step: str = ""
 
 
 @dataclass
@@ -56,6 +57,7 @@ class RunLog:
         await sim.cluster.gate(who)
         loop = asyncio.get_running_loop()
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
+        run.step = info.name
         worker = sim.workers.get(who)
         session = worker._session if worker is not None else None
         if session is not None:  # the activation(s) of this execution running a step here
@@ -96,6 +98,10 @@ class Chain(BaseModel):
 @engine.step
 async def work() -> int:
     return await CURRENT[-1].runs.run()
+
+
+#: Each retried step's delay before its next attempt (backoff 1: constant), for the checker.
+RETRY_DELAYS = {"flaky": 0.5, "deposit": 0.2}
 
 
 @engine.step(retry=Retry(max_attempts=4, delay=0.5, backoff=1.0, on=(ConnectionError,)))
