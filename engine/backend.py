@@ -164,6 +164,24 @@ class Commit:
             and self.park_until is None
         )
 
+    @property
+    def lean_final(self) -> bool:
+        """The outcome of the execution (succeeded or failed) with the record of its last
+        call, and nothing the trigger chain's statement does beyond three plain writes: no
+        next event, no signal taken, no failed attempt appended to a history. Sent as
+        ``lean_final``, ``lean_final_step`` and ``lean_final_ack`` (stores/store.sql)."""
+        return (
+            not self.full
+            and not self.writes
+            and self.continue_input is None
+            and self.status in (Status.SUCCEEDED, Status.FAILED)
+            and self.next_event is None
+            and self.next_token is None
+            and self.park_until is None
+            and self.consume_signal is None
+            and self.step_attempt is None
+        )
+
     def row(self, now: float, expiry: float) -> dict[str, Any]:
         """The commit as one object of the batch's JSON array."""
         row = {name: getattr(self, name) for name in _ROW_FIELDS}
@@ -267,11 +285,19 @@ class EngineFlows:
         if any(c.transactional for c in commits):
             return (yield from self._transaction(commits, visibility, now, expiry))
         lean = [c for c in commits if c.lean]
-        full = [c for c in commits if not c.lean]
+        finals = [c for c in commits if c.lean_final]
+        full = [c for c in commits if not c.lean and not c.lean_final]
         lean_part = _lean_statements(lean, now)
+        final_part = _final_statements(finals, now)
         full_part = commit_request(full, now, expiry).statements if full else ()
-        response = yield Request(lean_part + full_part, transaction=False)
-        return (yield from self._settle(commits, lean, full, response, 0, now, expiry))
+        # A lean final commit is three statements: a transaction makes them one write.
+        response = yield Request(lean_part + final_part + full_part, transaction=bool(finals))
+        if finals and any(result.error is not None for result in response.results):
+            # Rolled back as a whole (a failing read aside): the batch again, its final
+            # commits full -- each commit id tells whether an earlier attempt applied.
+            again = [replace(c, full=True) if c.lean_final else c for c in commits]
+            return (yield from self.commit(again, visibility))
+        return (yield from self._settle(commits, lean, full, response, 0, now, expiry, finals))
 
     def _settle(
         self,
@@ -282,17 +308,39 @@ class EngineFlows:
         offset: int,
         now: float,
         expiry: float,
+        finals: Sequence[Commit] = (),
     ) -> Flow[list[CommitOutcome]]:
         """The outcome of each commit from a batch's response (its lean statements from
-        ``offset``, then its full ones), reading or resending what the response leaves
-        open."""
+        ``offset``, then its lean final ones, then its full ones), reading or resending
+        what the response leaves open."""
         lean_part = _lean_statements(lean, now)
+        final_part = _final_statements(finals, now)
         full_part = commit_request(full, now, expiry).statements if full else ()
         results = response.results[offset:]
-        response = Response(Request(lean_part + full_part, False), results, response.ambiguous)
-        split = len(lean_part)
+        response = Response(
+            Request(lean_part + final_part + full_part, False), results, response.ambiguous
+        )
         outcomes: dict[str, CommitOutcome] = {}
         resend: list[Commit] = []
+        if finals:
+            start, end = len(lean_part), len(lean_part) + len(final_part)
+            part = Response(Request(final_part, False), results[start:end], response.ambiguous)
+            undecided = _final_outcomes(part, finals, outcomes)
+            if undecided:  # rare: a stale lease, or an ambiguous attempt -- read what happened
+                params = {"commits": _batch(undecided, now, expiry)}
+                check = yield Request((STORE("final_outcome", params),), level="strong")
+                rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
+                for position, commit in enumerate(undecided):
+                    row = rows.get(position) or {}
+                    if row.get("applied"):
+                        outcomes[commit.commit_id] = CommitOutcome(True)
+                    elif row.get("held"):
+                        resend.append(commit)
+                    else:
+                        outcomes[commit.commit_id] = CommitOutcome(False, error="lease lost")
+            results = results[:start] + results[end:]
+            response = Response(Request(lean_part + full_part, False), results, response.ambiguous)
+        split = len(lean_part)
         if lean:
             part = Response(Request(lean_part, False), response.results[:split], response.ambiguous)
             undecided = _lean_outcomes(part, lean, outcomes)
@@ -562,6 +610,40 @@ def _lean_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, 
     params = {"commits": _batch(commits, now, 0.0)}
     insert = STORE("lean_commit", params)
     return (insert,) if len(commits) == 1 else (insert, STORE("lean_outcome", params))
+
+
+def _final_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, ...]:
+    """The lean final commits' three writes, and (for several) the read of which applied."""
+    if not commits:
+        return ()
+    params = {"commits": _batch(commits, now, 0.0)}
+    writes = (
+        STORE("lean_final", params),
+        STORE("lean_final_step", params),
+        STORE("lean_final_ack", params),
+    )
+    return writes if len(commits) == 1 else (*writes, STORE("final_outcome", params))
+
+
+def _final_outcomes(
+    response: Response, commits: Sequence[Commit], outcomes: dict[str, CommitOutcome]
+) -> list[Commit]:
+    """Decide what the lean final commits' response tells; return those it does not. The
+    execution's row carries the commit id of the commit that last applied to it."""
+    if len(commits) == 1:
+        (commit,) = commits
+        if response[2].rows_affected == 1:  # the ack: the lease held for all three
+            outcomes[commit.commit_id] = CommitOutcome(True)
+            return []
+        return [commit]  # a stale lease, or an ambiguous retry of an applied request
+    rows = {row["position"]: row for row in response[3].dicts()}
+    undecided = []
+    for position, commit in enumerate(commits):
+        if (rows.get(position) or {}).get("applied"):
+            outcomes[commit.commit_id] = CommitOutcome(True)
+        else:
+            undecided.append(commit)
+    return undecided
 
 
 def _lean_outcomes(

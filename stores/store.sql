@@ -105,6 +105,68 @@ LEFT JOIN steps AS s ON s.execution_id = json_extract(c.value, '$.execution_id')
 LEFT JOIN messages AS m ON m.seq = json_extract(c.value, '$.lease_seq')
                        AND m.locked_by = json_extract(c.value, '$.lease_token');
 
+-- ---------------------------------------------------------------- lean final commits
+-- The outcome of an execution (succeeded or failed) with the record of its last call and
+-- the ack of its event: the three writes of the `execution_commits` trigger that such a
+-- commit makes (no next event, no signal taken, no attempt appended), as three plain
+-- statements of one transactional request (one Raft entry; engine/backend.py). Each is
+-- fenced by the same lease check, evaluated on the same state (the ack comes last), so a
+-- stale worker's commit writes nothing. What else the trigger chain does for a finished
+-- execution -- wake its parent, free its limit's slot and admit the next waiter, recompute
+-- its group -- are AFTER triggers of `executions` and `messages` (migrations 1, 2 and 9):
+-- they fire for these statements exactly as for the trigger's own.
+
+-- name: fragment.final_held
+EXISTS (SELECT 1 FROM messages AS m WHERE m.seq = json_extract(c.value, '$.lease_seq')
+        AND m.locked_by = json_extract(c.value, '$.lease_token'))
+
+-- name: lean_final
+-- The trigger's UPDATE of the execution, column for column.
+UPDATE executions SET
+    status = json_extract(c.value, '$.status'),
+    output = COALESCE(json_extract(c.value, '$.output'), executions.output),
+    error = COALESCE(json_extract(c.value, '$.error'), executions.error),
+    updated_at = json_extract(c.value, '$.now'),
+    completed_at = json_extract(c.value, '$.now'),
+    steps_done = executions.steps_done
+      + COALESCE(json_extract(c.value, '$.step_status') IN ('succeeded', 'failed'), 0),
+    commit_id = json_extract(c.value, '$.commit_id')
+FROM json_each(:commits) AS c
+WHERE executions.id = json_extract(c.value, '$.execution_id') AND {{fragment.final_held}};
+
+-- name: lean_final_step
+-- The trigger's upsert of the call's record (a waiting call is completed in place).
+INSERT INTO steps (execution_id, idx, name, status, output, error, started_at, ended_at,
+                   worker_id, kind, attempts, wake_at, history)
+SELECT json_extract(c.value, '$.execution_id'), json_extract(c.value, '$.step_idx'),
+       json_extract(c.value, '$.step_name'), json_extract(c.value, '$.step_status'),
+       json_extract(c.value, '$.step_output'), json_extract(c.value, '$.step_error'),
+       json_extract(c.value, '$.step_started_at'), json_extract(c.value, '$.now'),
+       json_extract(c.value, '$.worker_id'),
+       COALESCE(json_extract(c.value, '$.step_kind'), 'step'),
+       COALESCE(json_extract(c.value, '$.step_attempts'), 1),
+       json_extract(c.value, '$.step_wake_at'), NULL
+FROM json_each(:commits) AS c
+WHERE json_extract(c.value, '$.step_idx') IS NOT NULL AND {{fragment.final_held}}
+ON CONFLICT (execution_id, idx) DO UPDATE SET
+  status = excluded.status, output = excluded.output, error = excluded.error,
+  ended_at = excluded.ended_at, worker_id = excluded.worker_id,
+  attempts = excluded.attempts, wake_at = excluded.wake_at;
+
+-- name: lean_final_ack
+-- Last: the lease's message goes (its delete trigger drops or recomputes the group).
+DELETE FROM messages
+WHERE (seq, locked_by) IN (SELECT json_extract(c.value, '$.lease_seq'),
+                                  json_extract(c.value, '$.lease_token')
+                           FROM json_each(:commits) AS c);
+
+-- name: final_outcome
+-- Which lean final commits applied (now or in an earlier attempt), and whose lease holds.
+SELECT c.key AS position, e.commit_id = json_extract(c.value, '$.commit_id') AS applied,
+       {{fragment.final_held}} AS held
+FROM json_each(:commits) AS c
+LEFT JOIN executions AS e ON e.id = json_extract(c.value, '$.execution_id');
+
 -- name: continue
 -- engine.continue_as_new(): this run ends, the next one starts (migration 5).
 INSERT INTO execution_continues (execution_id, lease_seq, lease_token, commit_id, now, input,

@@ -54,7 +54,7 @@ def names(request: Request) -> set[str]:
 
 
 def is_commit(request: Request) -> bool:
-    return bool({"store.commit", "store.lean_commit"} & names(request))
+    return bool({"store.commit", "store.lean_commit", "store.lean_final"} & names(request))
 
 
 @pytest.fixture
