@@ -616,13 +616,29 @@ def _final_statements(commits: Sequence[Commit], now: float) -> tuple[Statement,
     """The lean final commits' three writes, and (for several) the read of which applied."""
     if not commits:
         return ()
-    params = {"commits": _batch(commits, now, 0.0)}
-    writes = (
-        STORE("lean_final", params),
-        STORE("lean_final_step", params),
-        STORE("lean_final_ack", params),
+    if len(commits) == 1:  # named parameters: cheaper than json_each for one
+        row = commits[0].row(now, 0.0)
+        params = {name: row[name] for name in _FINAL_PARAMS}
+        return (
+            STORE("lean_final", params),
+            STORE("lean_final_step", params),
+            STORE("lean_final_ack", params),
+        )
+    batch = {"commits": _batch(commits, now, 0.0)}
+    return (
+        STORE("lean_finals", batch),
+        STORE("lean_finals_steps", batch),
+        STORE("lean_finals_ack", batch),
+        STORE("final_outcome", batch),
     )
-    return writes if len(commits) == 1 else (*writes, STORE("final_outcome", params))
+
+
+#: The parameters of a lone lean final commit's statements.
+_FINAL_PARAMS = (
+    "execution_id", "lease_seq", "lease_token", "commit_id", "now", "worker_id", "status",
+    "output", "error", "step_idx", "step_name", "step_kind", "step_status", "step_output",
+    "step_error", "step_started_at", "step_attempts", "step_wake_at",
+)  # fmt: skip
 
 
 def _final_outcomes(

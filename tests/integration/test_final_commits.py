@@ -325,7 +325,10 @@ def final_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
                 seen.append(
                     (
                         c.execution_id,
-                        "lean" if "store.lean_final" in names(sent) and c.lean_final else "full",
+                        "lean"
+                        if c.lean_final
+                        and {"store.lean_final", "store.lean_finals"} & set(names(sent))
+                        else "full",
                     )
                 )
         return outcomes
