@@ -50,7 +50,7 @@ HOT_PATH = [
     (STORE, "lean_finals_steps"),
     (STORE, "lean_finals_ack"),
     (STORE, "final_outcome"),
-    (STORE, "start_lease"),
+    (STORE, "start_outcome"),
     (STORE, "steps_page"),
     (STORE, "mark_claimed_running"),
     (STORE, "claimed_executions"),
