@@ -15,6 +15,10 @@ The step path, and where each piece of its SQL lives (one hop each)::
                                            record the step, ack the event, publish the
                                            next one (kept leased to the worker while its
                                            turn lasts: no claim for the next step)
+    the workflow returns -- commit ------> stores/store.sql `lean_final`, `lean_final_step`,
+                                           `lean_final_ack` (the outcome, the last record, the
+                                           ack: plain fenced statements, one transaction);
+                                           a step within a turn: `lean_commit`
     a transaction step's -- commit ------> the same, with its writes, in one transaction:
     record (and writes)                    store.sql `transaction_fence`, the writes and
                                            `transaction_rows`, the commit statements,
@@ -266,8 +270,11 @@ class EngineFlows:
         atomic on its own: a fenced one is skipped alone.
 
         A step recorded within a worker's turn (:attr:`Commit.lean`) is a row of one plain
-        fenced INSERT (``lean_commit``: about the cost of any single-row write); the others
-        go through the ``execution_commits`` view and its trigger (``commit``). A lean
+        fenced INSERT (``lean_commit``: about the cost of any single-row write); an
+        outcome with its last record (:attr:`Commit.lean_final`) is three plain fenced
+        statements, which make the request a transaction (``lean_final*``: the same rows
+        as the trigger's, tests/integration/test_final_commits.py); the others go through
+        the ``execution_commits`` view and its trigger (``commit``). A lean
         commit refused while its lease still holds (a cancel waits) is sent again as a
         full one, which ends the turn. A statement error that fails a whole batch (not a
         lease lost: that skips a row) is retried commit by commit, so only the culprit
