@@ -6,7 +6,10 @@ cluster and on a SQLite file.
   retried step completed in place, a failed outcome;
 - a stale lease's lean final commit writes nothing, and says "lease lost";
 - a workflow's outcome goes lean end to end (a lone one, a child and its parent, a limited
-  one and its waiter), and what follows from it still happens.
+  one and its waiter), and what follows from it still happens;
+- what is left to the full commit (a signal taken, an attempt appended, a cancel, a run
+  that goes on or continues as new), and a batch rolled back by an error is sent again
+  with its final commits full.
 """
 
 from __future__ import annotations
@@ -376,3 +379,45 @@ def test_workflows_end_with_a_lean_final_commit(
     )
     kinds = dict(final_statements)
     assert len(kinds) == 5 and set(kinds.values()) == {"lean"}, final_statements
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"consume_signal": 3},  # the last call took a signal: the trigger marks it read
+        {"step_attempt": '{"attempt":1}'},  # a failed attempt appended to a history
+        {"status": Status.CANCELLED},  # a cancel: the full commit, as before
+        {"status": Status.RUNNING, "next_event": RUN_TEXT},  # the run goes on
+        {"continue_input": "{}"},  # continue_as_new
+        {"full": True},  # sent again after a rolled-back batch
+    ],
+    ids=["signal", "attempt", "cancelled", "running", "continue", "forced"],
+)
+def test_what_the_lean_final_commit_leaves_to_the_full_one(shape: dict[str, Any]) -> None:
+    assert final("e", 1, "t").lean_final
+    assert not replace(final("e", 1, "t"), **shape).lean_final
+
+
+def test_a_batch_that_fails_is_sent_again_with_its_finals_full(backend: Backend) -> None:
+    """A statement error rolls the transactional batch back as a whole: sent again, its
+    final commits full, only the culprit fails."""
+    p = uuid.uuid4().hex[:6] + "-"
+    good = lone(backend, f"{p}g-")
+    seq = leased_start(backend, f"{p}b-e", f"{p}b-t")
+    # A record without a name: the steps table refuses it (NOT NULL).
+    bad = Commit(
+        execution_id=f"{p}b-e", lease_seq=seq, lease_token=f"{p}b-t", worker_id=WORKER,
+        step_idx=0, step_name=None, step_status="succeeded", step_started_at=NOW,
+        status=Status.RUNNING, next_event=RUN_TEXT, full=True,
+    )  # fmt: skip
+    sent: list[Request] = []
+    outcomes = backend.run(recorded(backend.flows.commit([good, bad], 30.0), sent))
+    assert outcomes[0] == CommitOutcome(True)
+    assert not outcomes[1].applied and outcomes[1].error and "NOT NULL" in outcomes[1].error
+    assert sent[0].transaction and names(sent)[0] == "store.lean_final"
+    again = names(sent[1:])  # the batch again, then one by one: all of it full commits
+    assert "store.commit" in again and not [n for n in again if "lean_final" in n]
+    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}g-e")
+    assert row["status"] == "succeeded"
+    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}b-e")
+    assert row["status"] == "running"
