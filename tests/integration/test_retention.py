@@ -106,7 +106,8 @@ def test_expired_executions_are_deleted_in_batches_while_workflows_run(
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        with engine.running_worker(concurrency=4, retention_batch=1000):
+        # Bigger batches and a bigger share of time than the defaults: the suite's time.
+        with engine.running_worker(concurrency=4, retention_batch=1000, retention_share=0.25):
             started = time.monotonic()
             n = 0
             # Workflows keep running while it deletes (and a little after).
