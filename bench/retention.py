@@ -30,7 +30,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -261,47 +261,57 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def growth_phase(args: argparse.Namespace) -> dict[str, Any]:
+def steady_load(
+    cluster: LocalCluster,
+    *,
+    keep: float,
+    duration: float,
+    sample: float = 10.0,
+    clients: int = 4,
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """``clients`` threads start 2-step workflows back to back for ``duration`` seconds,
+    run by one worker (concurrency 8) of ``Engine(retention=keep seconds)``; every
+    ``sample`` seconds, the leader's files and what the database holds."""
     from datetime import timedelta
 
     from raftflow.engine import Engine
 
-    with LocalCluster(3) as cluster:
-        bench = BenchCluster(cluster)
-        engine = Engine.from_url(bench.leader_url, retention=timedelta(seconds=args.keep))
+    bench = BenchCluster(cluster)
+    engine = Engine.from_url(bench.leader_url, retention=timedelta(seconds=keep))
 
-        @engine.step
-        def add(a: int, b: int) -> int:
-            return a + b
+    @engine.step
+    def add(a: int, b: int) -> int:
+        return a + b
 
-        @engine.workflow
-        def adder(n: int) -> int:
-            return add(add(n, 1), 1)
+    @engine.workflow
+    def adder(n: int) -> int:
+        return add(add(n, 1), 1)
 
-        stop = threading.Event()
-        started = [0]
+    stop = threading.Event()
+    finished = [0]
 
-        def client() -> None:
-            n = 0
-            while not stop.is_set():
-                engine.start(adder, n).result(timeout=120)
-                started[0] += 1
-                n += 1
+    def client() -> None:
+        n = 0
+        while not stop.is_set():
+            engine.start(adder, n).result(timeout=120)
+            finished[0] += 1
+            n += 1
 
-        samples: list[dict[str, Any]] = []
-        clients = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
-        t0 = time.monotonic()
-        with engine.running_worker(concurrency=8, retention_pause=0.1):
-            for thread in clients:
+    samples: list[dict[str, Any]] = []
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    t0 = time.monotonic()
+    try:
+        with engine.running_worker(concurrency=8):
+            for thread in threads:
                 thread.start()
-            while time.monotonic() - t0 < args.duration:
-                time.sleep(args.sample)
+            while time.monotonic() - t0 < duration:
+                time.sleep(sample)
                 bench.refresh()
                 data = bench.nodes[0].data_dir
-                mark = bench.raft_mark()
-                sample = {
+                row = {
                     "t": round(time.monotonic() - t0, 1),
-                    "executions_run": started[0],
+                    "executions_run": finished[0],
                     "kept": int(bench.scalar("SELECT COUNT(*) FROM executions")),
                     "steps_kept": int(bench.scalar("SELECT COUNT(*) FROM steps")),
                     "page_count": int(bench.scalar("PRAGMA page_count")),
@@ -310,15 +320,32 @@ def growth_phase(args: argparse.Namespace) -> dict[str, Any]:
                     "wal_bytes": dir_bytes(data / "db.sqlite-wal"),
                     "raft_db_bytes": dir_bytes(data / "raft.db"),
                     "snapshots_bytes": dir_bytes(data / "rsnapshots"),
-                    "applied_index": mark.applied_index,
+                    "applied_index": bench.raft_mark().applied_index,
                 }
-                samples.append(sample)
-                print(json.dumps(sample), flush=True)
+                samples.append(row)
+                if report is not None:
+                    report(row)
             stop.set()
-            for thread in clients:
+            for thread in threads:
                 thread.join()
+    finally:
+        stop.set()
         engine.close()
-        return {"keep_s": args.keep, "samples": samples}
+        bench.http.close()
+    return samples
+
+
+def growth_phase(args: argparse.Namespace) -> dict[str, Any]:
+    with LocalCluster(3) as cluster:
+        samples = steady_load(
+            cluster,
+            keep=args.keep,
+            duration=args.duration,
+            sample=args.sample,
+            clients=args.clients,
+            report=lambda row: print(json.dumps(row), flush=True),
+        )
+    return {"keep_s": args.keep, "samples": samples}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
