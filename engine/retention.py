@@ -14,11 +14,12 @@ skips a batch while more than half of its slots run executions. When nothing is 
 delete it checks again at its next beat, with a ``weak`` read (no Raft entry).
 
 Why so small and so slow: rqlite applies one entry at a time, so a claim that arrives
-while a batch is applied waits for it. With batches of 1,000 taking a quarter of the time
-(the first version), claims had a p99 1.76x as high while it deleted (bench/retention.py
-on a 3-node cluster, 100k expired executions); batches of 100 paced to 5% left p50 and p99
-within 2% (docs/performance.md), and still delete a few hundred executions a second on
-that 2-core machine, more than it can finish.
+while a batch is applied waits for it (and the three replicas applying it take CPU from
+everything else). With batches of 1,000 taking a quarter of the time (the first version),
+claims had a p99 2.5x as high while it deleted (bench/retention.py: 100k expired
+executions on a 3-node cluster, alternating rounds); batches of 100 paced to 5% left p50
+and p99 within 6%, and still delete about 130 executions a second on that loaded 2-core
+machine, more than it finishes (docs/performance.md).
 
 All workers should run with the same ``retention``: the duty's holder applies its own.
 """
