@@ -36,9 +36,10 @@ from raftflow.engine.events import RunEvent, parse_event
 from raftflow.engine.presence import Presence
 from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
+from raftflow.engine.steppath import SHORT_WAIT
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
-from raftflow.transports.clock import uncertainty_of
+from raftflow.transports.clock import is_virtual, uncertainty_of
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -165,6 +166,11 @@ class Session:
 
     def clock_uncertainty(self) -> float:
         return uncertainty_of(self.backend.queue.clock)
+
+    def short_wait(self) -> float:
+        # Under a virtual clock (engine.testing) time moves only when the test moves it:
+        # every wait parks, however short, so that it ends when the clock says so.
+        return 0.0 if is_virtual(self.backend.queue.clock) else SHORT_WAIT
 
     def keep_turn(self, activation: Activation) -> bool:
         return (

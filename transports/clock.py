@@ -46,6 +46,12 @@ def uncertainty_of(clock: Clock) -> float:
     return float(value) if isinstance(value, (int, float)) and value < float("inf") else 0.0
 
 
+def is_virtual(clock: Clock) -> bool:
+    """Whether ``clock`` moves only when told (``engine.testing.VirtualClock``): nothing
+    may wait for it in real time."""
+    return getattr(clock, "virtual", False) is True
+
+
 def earliest(clock: Clock) -> Flow[float]:
     """A time ``clock``'s reference has surely reached (``earliest()`` if the clock has one,
     else ``now()``): what a lease takeover compares deadlines with."""
