@@ -56,7 +56,13 @@ def test_same_trace_in_another_process() -> None:
 
 
 #: The first seed that caught each (python -m tests.sim --mutation NAME --stop); tried first.
-CAUGHT_BY = {"no-fence": 96, "stale-not-found": 0, "heartbeat-race": 10, "early-timers": 2711}
+CAUGHT_BY = {
+    "no-fence": 96,
+    "no-final-fence": 151,
+    "stale-not-found": 0,
+    "heartbeat-race": 10,
+    "early-timers": 2711,
+}
 
 
 @pytest.mark.parametrize("mutation", sorted(CAUGHT_BY))
