@@ -42,7 +42,7 @@ class Committer:
         self._waiting: list[Waiting] = []
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(options.max_inflight)
-        self._flushes: set[asyncio.Task[None]] = set()
+        self._flushes: dict[asyncio.Task[None], None] = {}  # ordered: cancelled in order
 
     async def commit(self, commit: Commit) -> CommitOutcome:
         """Send ``commit`` with the next batch; its outcome, or the request's exception."""
@@ -64,11 +64,14 @@ class Committer:
                         self._slots.release()
                         break
                     task = asyncio.create_task(self._flush(batch))
-                    self._flushes.add(task)
-                    task.add_done_callback(self._flushes.discard)
+                    self._flushes[task] = None
+                    task.add_done_callback(self._flush_done)
         finally:
-            for task in self._flushes:
+            for task in list(self._flushes):
                 task.cancel()
+
+    def _flush_done(self, task: asyncio.Task[None]) -> None:
+        self._flushes.pop(task, None)
 
     async def _flush(self, batch: Sequence[Waiting]) -> None:
         started, applied, error = time.perf_counter(), 0, None

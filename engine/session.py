@@ -36,9 +36,10 @@ from raftflow.engine.events import RunEvent, parse_event
 from raftflow.engine.presence import Presence
 from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
+from raftflow.engine.steppath import SHORT_WAIT
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
-from raftflow.transports.clock import uncertainty_of
+from raftflow.transports.clock import is_virtual, uncertainty_of
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -88,8 +89,10 @@ class Session:
         self.loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
         self.slot_freed = asyncio.Event()
-        self.activations: set[Activation] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
+        # Insertion-ordered (dicts, not sets): the heartbeat extends, and the drain cancels,
+        # in claim order, not in an order of memory addresses (replayable runs, tests/sim).
+        self.activations: dict[Activation, None] = {}
+        self.tasks: dict[asyncio.Task[None], None] = {}
         self.committer = Committer(backend, self.options, self.stats, self.hooks)
         self.presence = Presence(self)
         self.schedules = ScheduleFlows(backend.queue.clock)
@@ -150,7 +153,7 @@ class Session:
 
     def _spawn(self, pool: ThreadPoolExecutor, claimed: Claimed) -> asyncio.Task[None]:
         task = asyncio.create_task(self._handle(pool, claimed))
-        self.tasks.add(task)
+        self.tasks[task] = None
         task.add_done_callback(self._task_done)
         return task
 
@@ -179,6 +182,11 @@ class Session:
 
     def clock_uncertainty(self) -> float:
         return uncertainty_of(self.backend.queue.clock)
+
+    def short_wait(self) -> float:
+        # Under a virtual clock (engine.testing) time moves only when the test moves it:
+        # every wait parks, however short, so that it ends when the clock says so.
+        return 0.0 if is_virtual(self.backend.queue.clock) else SHORT_WAIT
 
     def keep_turn(self, activation: Activation) -> bool:
         return (
@@ -280,7 +288,7 @@ class Session:
                 self._spawn(pool, item)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
+        self.tasks.pop(task, None)
         self.slot_freed.set()
 
     async def _until(self, event: asyncio.Event, timeout: float | None) -> None:
@@ -422,11 +430,11 @@ class Session:
         """One turn of a run: until it ends ("done") or waits for its next ("suspended",
         kept in memory, holding no slot, to be resumed without a replay)."""
         assert activation.turn is not None
-        self.activations.add(activation)
+        self.activations[activation] = None
         try:
             how = await activation.turn
         finally:
-            self.activations.discard(activation)
+            self.activations.pop(activation, None)
         if how == "suspended":
             self._keep(activation)
         if activation.failure is not None:
@@ -527,7 +535,7 @@ class Session:
         log.info("worker %s draining %d executions", self.worker_id, len(self.tasks))
         _done, pending = await asyncio.wait(set(self.tasks), timeout=self.options.drain_timeout)
         held = [a.lease for a in self.activations if a.held]
-        for task in pending:
+        for task in [t for t in self.tasks if t in pending]:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=1.0)

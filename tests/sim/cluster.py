@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftflow.transports.flow import Request, Response, Result, Statement
+from raftflow.transports.flow import Request, Response, Result, Statement, drive
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.client import _advance
 from raftflow.transports.rqlite.protocol import (
@@ -47,6 +47,7 @@ from raftflow.transports.rqlite.protocol import (
     Sleep,
     exchange,
 )
+from raftflow.transports.schema import ensure
 from raftflow.transports.sqlite.connection import SqliteConnection
 
 #: The simulated epoch: time 0.0 of the loop is this wall-clock time.
@@ -54,6 +55,17 @@ EPOCH = 1_800_000_000.0
 NODES = ("http://n1:4001", "http://n2:4001", "http://n3:4001")
 CLOCK_SQL = QUERIES("clock").sql.strip()
 CLAIM_SQL = QUERIES("claim").sql.strip()
+
+LIMITS_SQL = """
+SELECT e.limit_key, MAX(e.limit_max), COUNT(DISTINCT e.id), COUNT(DISTINCT m.group_id)
+FROM executions AS e
+LEFT JOIN messages AS m ON m.group_id = e.id AND m.locked_by IS NOT NULL
+  AND m.locked_by != '__parked__' AND m.lock_expiry >= :now
+WHERE e.limit_key IS NOT NULL AND e.admitted = 1
+  AND e.status NOT IN ('succeeded', 'failed', 'cancelled')
+GROUP BY e.limit_key
+HAVING COUNT(DISTINCT e.id) > MAX(e.limit_max) OR COUNT(DISTINCT m.group_id) > MAX(e.limit_max)
+"""
 
 #: The simulated process a task belongs to (inherited by every task a worker creates).
 PROCESS: contextvars.ContextVar[str] = contextvars.ContextVar("sim_process", default="client")
@@ -109,23 +121,25 @@ class SimCluster:
 
     def __init__(
         self,
+        loop: asyncio.AbstractEventLoop,
+        tables: Request,
         rng: random.Random,
-        db: sqlite3.Connection,
         faults: Faults,
         trace: Callable[[str], None],
         rewrite: Callable[[str], str] | None = None,
         on_violation: Callable[[str], None] | None = None,
     ) -> None:
+        self.loop = loop
         self.rng = rng
         self.faults = faults
         self.trace = trace
         self.rewrite = rewrite
         self.on_violation = on_violation or (lambda message: None)
-        self.main = SqliteConnection(":memory:")
-        self.main._db.close()
-        self.main._db = db
-        self.stale = SqliteConnection(":memory:")
-        self._refresh_stale()
+        self.main, self.stale = _fresh_databases(tables)
+        # The writes the stale copy has not applied yet; the first ``snapshot`` of them are
+        # what it should show (it catches up lazily, at its next read).
+        self.behind: list[Request] = []
+        self.snapshot = 0
         self.writes = 0
         self.stale_at = 0
         self.leader_offset = 0.0
@@ -133,14 +147,11 @@ class SimCluster:
         self.election_until = 0.0
         self.calm = False  # the workload is over: no more faults (so everything can finish)
         self.processes: dict[str, Process] = {}
+        self.dead: list[asyncio.Future[None]] = []
         self.counters = Counters()
         self.watch = os.environ.get("SIM_WATCH")  # an execution whose rows the trace shows
 
     # -- time ---------------------------------------------------------------------------------
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
 
     def leader_time(self) -> float:
         return EPOCH + self.loop.time() + self.leader_offset
@@ -156,7 +167,13 @@ class SimCluster:
         process = self.process(name)
         while True:
             if process.died_at is not None:
-                await asyncio.Future()  # never: a dead process does nothing more
+                # Never: a dead process does nothing more. The future is kept, and with it
+                # the task waiting on it: unreachable, the garbage collector would close
+                # that coroutine (running its finally blocks) at a moment that depends on
+                # the process's allocations, not on the seed.
+                forever = self.loop.create_future()
+                self.dead.append(forever)
+                await forever
             wait = process.paused_until - self.loop.time()
             if wait <= 0:
                 return
@@ -164,12 +181,19 @@ class SimCluster:
 
     # -- one HTTP call ------------------------------------------------------------------------
 
-    async def call(self, who: str, call: HttpCall) -> HttpReply | NetworkFailure:
+    async def call(
+        self, who: str, call: HttpCall, request: Request | None = None
+    ) -> HttpReply | NetworkFailure:
+        """Answer ``call``; ``request`` is what its body encodes, when the caller has it (the
+        statements are then taken from it, not parsed back from the JSON body: the same
+        SQL and the same values, as JSON carries them)."""
         await self.gate(who)
         rng, faults = self.rng, self.faults
         self.counters.requests += 1
-        body = json.loads(call.body or b"[]")
-        statements = tuple(_statement(item) for item in body)
+        if request is not None:
+            statements = request.statements
+        else:
+            statements = tuple(_statement(item) for item in json.loads(call.body or b"[]"))
         read_only = call.path == "/db/query"
         level = call.params.get("level", "weak")
         names = _names(statements)
@@ -264,6 +288,8 @@ class SimCluster:
                 request.transaction,
                 request.level,
             )
+        if stale:
+            self._catch_up()
         connection = self.stale if stale else self.main
         claim = not stale and any(s.sql.strip() == CLAIM_SQL for s in request.statements)
         before = self._live_leases() if claim else {}
@@ -272,6 +298,7 @@ class SimCluster:
             self._check_takeovers(before)
         if not request.is_read_only:
             self.writes += 1
+            self.behind.append(request)
             if self.watch:
                 rows = self.main._db.execute(
                     "SELECT seq, locked_by, lock_expiry, event FROM messages WHERE group_id = ?",
@@ -283,14 +310,18 @@ class SimCluster:
                 self.trace(f"  {self.watch} at {self.leader_time() - EPOCH:.4f}: {rows} {steps}")
             self._check_leases()
             if self.writes >= self.stale_at:  # the stale copy lags 1-20 writes behind
-                self._refresh_stale()
+                self.snapshot = len(self.behind)
                 self.stale_at = self.writes + self.rng.randint(1, 20)
         return [_encode(result) for result in response.results]
 
-    def _refresh_stale(self) -> None:
-        self.stale._db.close()
-        self.stale._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self.main._db.backup(self.stale._db)
+    def _catch_up(self) -> None:
+        """The stale copy applies the writes of its snapshot, as a follower applies the log
+        (the statements are deterministic: every time is a parameter). Done at a stale read
+        only: a seed without one never runs a write twice."""
+        for request in self.behind[: self.snapshot]:
+            self.stale.send(request)
+        del self.behind[: self.snapshot]
+        self.snapshot = 0
 
     def _live_leases(self) -> dict[int, tuple[str, float]]:
         rows = self.main._db.execute(
@@ -335,12 +366,65 @@ class SimCluster:
         ).fetchall()
         for group_id, count in rows:
             self.on_violation(f"group {group_id} has {count} live leases at once")
+        # Concurrency limits: per key, the executions holding a slot (admitted, not final)
+        # and those with a live lease never outnumber the key's slots.
+        rows = self.main._db.execute(LIMITS_SQL, {"now": self.leader_time()}).fetchall()
+        for key, slots, admitted, leased in rows:
+            self.on_violation(
+                f"limit {key}: {admitted} executions hold its {slots} slots, {leased} leased"
+            )
 
     def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """A read of the true state (for the checker; no fault, no trace)."""
         cursor = self.main._db.execute(sql, params)
         columns = [d[0] for d in cursor.description]
         return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+_DATABASES: list[tuple[SqliteConnection, SqliteConnection, int]] = []
+
+
+def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnection]:
+    """This process's two in-memory databases (the cluster's state and its stale copy), both
+    emptied back to the migrated schema and the workload's ``tables``.
+
+    They are made once per process and emptied for each seed rather than made anew: a new
+    connection parses the schema and prepares every statement again (1-9 ms each, two
+    thirds of a seed's SQL time), while an emptied one keeps its prepared statements. An
+    emptied database answers as a new one would (rowids and AUTOINCREMENT restart; only
+    the free pages differ). One simulation at a time per process.
+    """
+    if _DATABASES and _DATABASES[0][2] != os.getpid():
+        _DATABASES.clear()  # a forked child: its parent's connections are not its own
+    if not _DATABASES:
+        main = SqliteConnection(":memory:")
+        drive(main, ensure(True))
+        for result in main.send(tables).results:
+            assert result.error is None, result.error
+        stale = SqliteConnection(":memory:")
+        main._db.backup(stale._db)
+        _DATABASES.append((main, stale, os.getpid()))
+    main, stale, _ = _DATABASES[0]
+    for connection in (main, stale):
+        _empty(connection._db)
+    return main, stale
+
+
+def _empty(db: sqlite3.Connection) -> None:
+    """Delete every row but the schema's own record (sqlite_sequence too), again until a pass
+    changes nothing (triggers of a delete may write to a table already emptied)."""
+    tables = [
+        name
+        for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'raftflow_schema'"
+        )
+    ]
+    while True:
+        before = db.total_changes
+        for table in tables:
+            db.execute(f'DELETE FROM "{table}"')
+        if db.total_changes == before:
+            return
 
 
 def _statement(item: list[Any]) -> Statement:
@@ -426,7 +510,7 @@ class SimConnection:
                 await asyncio.sleep(step.seconds)
             else:
                 self.round_trips += 1
-                reply = await self.cluster.call(self.who, step)
+                reply = await self.cluster.call(self.who, step, request)
         return step
 
     async def close(self) -> None:

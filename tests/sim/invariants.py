@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 FINAL = ("succeeded", "failed", "cancelled")
 #: Calls whose record carries the number of the run that produced it.
-RUN_STEPS = ("work", "flaky", "stamp")
+RUN_STEPS = ("work", "flaky", "stamp", "open_account", "deposit", "rated")
 
 
 def check(sim: Simulation) -> list[str]:
@@ -133,7 +133,14 @@ def check(sim: Simulation) -> list[str]:
                     f"{item.id}: slept {after - before:.3f}s of {item.input['seconds']}s"
                 )
 
-    # 5. The queue is empty once everything finished; no orphans.
+    # 5. Transaction steps: each recorded deposit's writes applied exactly once, and only
+    #    recorded ones' (a ledger row per record, none without one); balances add up.
+    problems += _check_ledger(cluster)
+
+    # 6. Rate limits: never more reserved starts of a key in any period than its limit.
+    problems += _check_rates(cluster)
+
+    # 7. The queue is empty once everything finished; no orphans.
     if not problems:
         left = cluster.query("SELECT group_id, locked_by FROM messages")
         if left:
@@ -149,4 +156,62 @@ def check(sim: Simulation) -> list[str]:
         )
         if stray:
             problems.append(f"steps of missing executions: {stray[:3]}")
+    return problems
+
+
+def _check_ledger(cluster: Any) -> list[str]:
+    problems = []
+    recorded = {
+        (row["execution_id"], row["idx"]): row
+        for row in cluster.query(
+            "SELECT execution_id, idx, output FROM steps "
+            "WHERE name = 'deposit' AND status = 'succeeded'"
+        )
+    }
+    rows: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in cluster.query("SELECT * FROM sim_ledger ORDER BY seq"):
+        rows[(row["execution_id"], row["idx"])].append(row)
+    for (execution_id, idx), found in rows.items():
+        if len(found) > 1:
+            runs = [r["run"] for r in found]
+            problems.append(
+                f"{execution_id}#{idx}: deposit applied {len(found)} times (runs {runs})"
+            )
+        record = recorded.get((execution_id, idx))
+        if record is None:
+            problems.append(f"{execution_id}#{idx}: deposit applied, its step not recorded")
+        elif json.loads(record["output"]) != found[0]["run"]:
+            problems.append(
+                f"{execution_id}#{idx}: recorded run {record['output']}, "
+                f"the writes of run {found[0]['run']}"
+            )
+    for key in recorded:
+        if key not in rows:
+            problems.append(f"{key[0]}#{key[1]}: deposit recorded, its writes missing")
+    for row in cluster.query(
+        "SELECT a.id, a.balance, (SELECT COALESCE(SUM(amount), 0) FROM sim_ledger AS l "
+        "WHERE l.execution_id = a.id) AS total FROM sim_accounts AS a"
+    ):
+        if row["balance"] != row["total"]:
+            problems.append(
+                f"{row['id']}: balance {row['balance']}, its ledger rows add up to {row['total']}"
+            )
+    return problems
+
+
+def _check_rates(cluster: Any) -> list[str]:
+    from tests.sim.workload import RATE
+
+    problems = []
+    slots: dict[str, list[float]] = defaultdict(list)
+    for row in cluster.query("SELECT key, at FROM rate_slots ORDER BY key, at"):
+        slots[row["key"]].append(row["at"])
+    for key, times in slots.items():
+        for first, later in zip(times, times[RATE.limit :]):
+            if later - first < RATE.per - 1e-6:
+                problems.append(
+                    f"rate limit {key}: {RATE.limit + 1} starts reserved within "
+                    f"{later - first:.3f}s (at most {RATE.limit} per {RATE.per:g}s)"
+                )
+                break
     return problems

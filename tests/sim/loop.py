@@ -56,6 +56,19 @@ class SimLoop(asyncio.SelectorEventLoop):
         self._sim = _Selector()
         super().__init__(self._sim)
         self._clock_resolution = 1e-9
+        self.created = 0
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        """A task numbered in creation order (``sim_order``): ``asyncio.all_tasks`` is a set
+        ordered by memory addresses, so whatever walks it sorts by this first."""
+        task = super().create_task(coro, **kwargs)
+        self.created += 1
+        task.sim_order = self.created  # type: ignore[attr-defined]
+        return task
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks not done yet, in creation order."""
+        return sorted(asyncio.all_tasks(self), key=lambda t: getattr(t, "sim_order", 0))
 
     def time(self) -> float:
         return self._sim.now

@@ -16,6 +16,9 @@ cluster receives, or patches a function for the duration of one simulation.
 - ``early-timers``: wake times and deadlines on the clock's midpoint estimate, ignoring its
   uncertainty (the engine before the simulator found it, seeds 2711 and 2780): a durable
   sleep set by a worker whose estimate is behind ends early.
+- ``tx-fence``: the fence of a request carrying transaction steps no longer checks that
+  each step is not recorded yet: the retry of an ambiguous commit that did apply applies
+  the step's writes (the ledger's deposit) a second time.
 """
 
 from __future__ import annotations
@@ -138,10 +141,26 @@ class EarlyTimers(Mutation):
             cls.after, cls.passed, cls.remaining = saved  # type: ignore[method-assign]
 
 
+_FENCE_APPLIED = re.compile(
+    r"\n   OR CASE WHEN json_extract\(c\.value, '\$\.lean'\).*?\nEND", re.DOTALL
+)
+
+
+class TxFence(Mutation):
+    """The transaction steps' fence no longer checks that the step is not recorded yet: an
+    ambiguous commit retried after it applied applies the step's writes a second time."""
+
+    def rewrite(self, sql: str) -> str:
+        if sql.startswith("INSERT INTO transaction_checks") and "cancel_reason" in sql:
+            return _FENCE_APPLIED.sub("", sql)
+        return sql
+
+
 MUTATIONS: dict[str, Mutation] = {
     "no-fence": NoFence("no-fence"),
     "no-final-fence": NoFinalFence("no-final-fence"),
     "stale-not-found": StaleNotFound("stale-not-found"),
     "heartbeat-race": HeartbeatRace("heartbeat-race"),
     "early-timers": EarlyTimers("early-timers"),
+    "tx-fence": TxFence("tx-fence"),
 }

@@ -15,7 +15,6 @@ import contextvars
 import hashlib
 import logging
 import random
-import sqlite3
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,15 +25,14 @@ from typing import Any
 from raftflow.engine.backend import Backend
 from raftflow.engine.events import RUN
 from raftflow.engine.local import LocalWorkers
+from raftflow.engine.transaction import create_tables_request
 from raftflow.engine.worker import Worker, WorkerOptions
 from raftflow.stores.errors import ExecutionFinishedError, StoreError
 from raftflow.transports.clock import ClusterClock
 from raftflow.transports.database import Database
-from raftflow.transports.flow import Flow, drive
+from raftflow.transports.flow import Flow
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
-from raftflow.transports.schema import ensure
-from raftflow.transports.sqlite.connection import SqliteConnection
 
 from tests.sim import workload
 from tests.sim.cluster import (
@@ -51,17 +49,6 @@ from tests.sim.mutations import MUTATIONS
 #: Simulated seconds after which an unfinished execution counts as stuck.
 TIME_LIMIT = 1200.0
 FINAL = ("succeeded", "failed", "cancelled")
-
-_TEMPLATE: list[sqlite3.Connection] = []
-
-
-def _template() -> sqlite3.Connection:
-    """The migrated schema, built once per process and copied for each seed."""
-    if not _TEMPLATE:
-        connection = SqliteConnection(":memory:")
-        drive(connection, ensure(True))
-        _TEMPLATE.append(connection._db)
-    return _TEMPLATE[0]
 
 
 @dataclass
@@ -112,13 +99,20 @@ def make_plan(rng: random.Random, size: int) -> Plan:
     ]
     executions: list[Planned] = []
     horizon = rng.uniform(0.5, 6.0)
-    kinds = ("chain", "chain", "retried", "doomed", "napper", "listener", "parent")
+    kinds = (
+        *("chain", "chain", "retried", "doomed", "napper", "listener", "parent"),
+        *("banker", "limited", "throttled"),
+    )
     for i in range(size):
         kind = rng.choice(kinds)
         steps = rng.randint(1, 4)
         item = Planned(f"e{i}", kind, {"steps": steps}, rng.uniform(0.0, horizon))
         if kind == "napper":
             item.input = {"seconds": rng.choice((0.3, 2.0, 7.0))}
+        elif kind == "banker":
+            item.input = {"deposits": [rng.randint(1, 100) for _ in range(steps)]}
+        elif kind == "limited":
+            item.input = {"key": rng.choice(("k0", "k1")), "steps": steps}
         elif kind == "listener":
             item.messages = rng.randint(1, 3)
             item.input = {"messages": item.messages}
@@ -219,11 +213,15 @@ class Simulation:
         self.sent: dict[str, list[str]] = {}
         self.refused: dict[str, list[str]] = {}  # sends refused: the execution was finished
         self.loop = SimLoop()
-        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        _template().backup(db)
         rewrite = self.mutation.rewrite if self.mutation else None
         self.cluster = SimCluster(
-            self.rng, db, self.plan.faults, self.note, rewrite, self.violation
+            self.loop,
+            create_tables_request(workload.metadata),
+            self.rng,
+            self.plan.faults,
+            self.note,
+            rewrite,
+            self.violation,
         )
 
     # -- the record -------------------------------------------------------------------------
@@ -312,7 +310,7 @@ class Simulation:
         hook = sys.unraisablehook
         sys.unraisablehook = lambda unraisable: None
         try:
-            for task in asyncio.all_tasks(loop):
+            for task in loop.tasks():  # in creation order: the cancels run in that order
                 task.cancel()
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(asyncio.sleep(0.001))
@@ -438,9 +436,10 @@ class Simulation:
             if what == "start":
                 definition = workload.engine.registry.workflow(item.workflow)
                 payload = definition.encode_input(item.input)
+                limit = definition.limit(payload)
                 await self._retry(
                     backend,
-                    partial(store.start, item.id, definition.name, payload, 0, RUN),
+                    partial(store.start, item.id, definition.name, payload, 0, RUN, limit=limit),
                     f"start {item.id}",
                 )
                 self.note(f"client started {item.id} ({item.workflow})")

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, Retry, current_step
+from raftflow.engine import Engine, RateLimit, Retry, current_step
+from raftflow.engine.transaction import AsyncTransaction
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
 
 from tests.sim.cluster import PROCESS
 
@@ -166,3 +168,99 @@ async def parent(spec: Chain) -> list[Any]:
     child = await engine.start_async(chain, spec)
     result = await child.result_async()
     return [first, result, await work()]
+
+
+# -- transaction steps: a ledger --------------------------------------------------------------
+# Each account belongs to one execution; every deposit is a transaction step that inserts its
+# ledger row (named by the execution and the step's index) and adds its amount to the balance,
+# in the request that records the step. The checker: each recorded deposit has exactly one
+# ledger row, no ledger row lacks its record, every balance is the sum of its rows.
+
+metadata = MetaData()
+accounts = Table(
+    "sim_accounts",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("balance", Integer, nullable=False),
+)
+ledger = Table(
+    "sim_ledger",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("execution_id", String, nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("amount", Integer, nullable=False),
+    Column("run", Integer, nullable=False),
+)
+
+
+class Banking(BaseModel):
+    deposits: list[int]
+
+
+@engine.transaction
+async def open_account(tx: AsyncTransaction) -> int:
+    run_id = await CURRENT[-1].runs.run(short=True)
+    tx.execute(insert(accounts).values(id=current_step().execution_id, balance=0))
+    return run_id
+
+
+@engine.transaction(retry=Retry(max_attempts=3, delay=0.2, backoff=1.0))
+async def deposit(tx: AsyncTransaction, amount: int) -> int:
+    info = current_step()
+    before = await tx.scalar(select(accounts.c.balance).where(accounts.c.id == info.execution_id))
+    run_id = await CURRENT[-1].runs.run()
+    tx.execute(
+        insert(ledger).values(
+            execution_id=info.execution_id, idx=info.index, amount=amount, run=run_id
+        )
+    )
+    tx.execute(
+        update(accounts)
+        .where(accounts.c.id == info.execution_id)
+        .values(balance=accounts.c.balance + amount),
+        expect_rows=1,
+    )
+    CURRENT[-1].note(f"deposit {info.execution_id}#{info.index}: {amount} (read {before})")
+    return run_id
+
+
+@engine.workflow
+async def banker(spec: Banking) -> list[int]:
+    runs = [await open_account()]
+    for amount in spec.deposits:
+        runs.append(await deposit(amount))
+        await work()
+    return runs
+
+
+# -- concurrency limits ---------------------------------------------------------------------
+# At most 2 executions of a key hold a slot at once (the cluster checks the database after
+# every write: admitted executions not final, and live leases, per key).
+
+
+class Limited(BaseModel):
+    key: str
+    steps: int
+
+
+@engine.workflow(concurrency=2, concurrency_key=lambda spec: spec.key)
+async def limited(spec: Limited) -> list[int]:
+    return [await work() for _ in range(spec.steps)]
+
+
+# -- rate limits ----------------------------------------------------------------------------
+# At most 2 starts of `rated` per second: the reserved start times in `rate_slots` are
+# checked (never more than 2 in any second), and every run starts no earlier than its slot.
+
+RATE = RateLimit(2, per=1.0)
+
+
+@engine.step(rate_limit=RATE)
+async def rated() -> int:
+    return await CURRENT[-1].runs.run()
+
+
+@engine.workflow
+async def throttled(spec: Chain) -> list[int]:
+    return [await rated() for _ in range(spec.steps)]

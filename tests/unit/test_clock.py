@@ -34,12 +34,45 @@ def _answer(flow: Flow[float], leader_time: float) -> float:
 def test_a_stalled_sync_puts_now_ahead_but_never_earliest() -> None:
     # Local time: 0 when the sync is sent; the process then stalls 2 s; the leader answers
     # (its clock reads 1000 + 2) right before the reply is read at local 2.
-    ticks: Iterator[float] = iter([0.0, 0.0, 2.0, 2.0, 2.0, 2.0])
+    ticks: Iterator[float] = iter([0.0, 0.0, 2.0, 2.0, 2.0, 2.0, 2.0])
     clock = ClusterClock(QUERIES("clock"), local_time=lambda: next(ticks))
     true_now = 1002.0
     assert _answer(clock.now(), 1002.0) == 1003.0  # the midpoint estimate: 1 s ahead
     assert clock.uncertainty == 1.0
     assert _answer(clock.earliest(), 1002.0) <= true_now
+
+
+def test_a_held_estimate_is_covered_by_the_uncertainty() -> None:
+    """Seed 1617 of tests/sim: a slow sync puts the estimate 0.5 s ahead; a precise sync
+    later cannot move it back (never backwards), so the uncertainty must cover the hold --
+    else ``estimate - uncertainty`` (when a timer has surely passed) is 0.5 s early."""
+    local = [0.0]
+    clock = ClusterClock(QUERIES("clock"), resync=1.0, local_time=lambda: local[0])
+
+    def sync(sent: float, answered: float, leader: float) -> float:
+        flow = clock.now()
+        local[0] = sent
+        request = next(flow)
+        local[0] = answered
+        try:
+            flow.send(Response(request, (Result(columns=("now",), rows=((leader,),)),)))
+        except StopIteration as stop:
+            value: float = stop.value
+            return value
+        raise AssertionError("the clock sent a second request")
+
+    # The leader reads 1001 when answering at local 1.0 (true time = 1000 + local time).
+    sync(0.0, 1.0, 1001.0)  # a 1 s round trip: anchored at its midpoint, 0.5 s ahead
+    assert clock.estimate() == 1001.5 and clock.uncertainty == 0.5
+    local[0] = 2.9
+    assert clock.estimate() == 1003.4  # read (a deadline set, a timer checked) just before
+    sync(3.0, 3.002, 1003.002)  # precise: the anchor is right, the estimate held ahead
+    true_now = 1003.002
+    assert clock.estimate() > true_now  # held: never backwards
+    assert clock.estimate() - clock.uncertainty <= true_now + 1e-9
+    assert clock.estimate() + clock.uncertainty >= true_now
+    local[0] = 10.0  # once true time catches up, the hold is gone
+    assert abs(clock.uncertainty - 0.001) < 1e-9
 
 
 def test_earliest_of_a_clock_without_it_is_now() -> None:

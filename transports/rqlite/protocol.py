@@ -186,10 +186,15 @@ def encode(request: Request) -> tuple[str, dict[str, str], bytes]:
     return path, params, body
 
 
-def decode(request: Request, body: bytes, ambiguous: bool) -> Response:
-    """Turn rqlite's JSON answer into a :class:`Response` (one result per statement)."""
+_UNPARSED: Any = object()
+
+
+def decode(request: Request, body: bytes, ambiguous: bool, payload: Any = _UNPARSED) -> Response:
+    """Turn rqlite's JSON answer into a :class:`Response` (one result per statement);
+    ``payload`` is the body already parsed, when the caller did."""
     try:
-        payload = json.loads(body)
+        if payload is _UNPARSED:
+            payload = json.loads(body)
         raw_results = payload["results"]
         if not isinstance(raw_results, list):
             raise TypeError("results is not a list")
@@ -238,9 +243,10 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
         timeout = min(config.timeout, max(deadline - clock(), _LAST_ATTEMPT))
         reply = yield HttpCall(node, path, params, body, timeout)
         if isinstance(reply, HttpReply) and reply.status == 200:
-            problem = _top_level_error(reply.body)
+            payload = _parse(reply.body)  # once: decode() uses it
+            problem = _top_level_error(payload)
             if problem is None:
-                return decode(request, reply.body, ambiguous)
+                return decode(request, reply.body, ambiguous, payload)
             # A top-level error is the cluster's, never the statements' (those are
             # per result): forwarding to a leader that died, leadership lost while
             # committing... Retry; a write may have been applied.
@@ -281,11 +287,15 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
             delay = min(delay * 2, 1.0)
 
 
-def _top_level_error(body: bytes) -> str | None:
+def _parse(body: bytes) -> Any:
+    """The JSON of an answer; ``_UNPARSED`` when it is not JSON (decode() reports it)."""
     try:
-        payload = json.loads(body)
+        return json.loads(body)
     except ValueError:
-        return None  # decode() reports it with the body
+        return _UNPARSED
+
+
+def _top_level_error(payload: Any) -> str | None:
     if isinstance(payload, dict) and payload.get("error"):
         return str(payload["error"])
     return None
