@@ -7,7 +7,7 @@ that have not finished are never touched, however old.
 
 One worker at a time does it: the *retention duty*, a lease carried by the presence beats
 (:mod:`raftflow.engine.presence`), so N workers cost no more than one. The holder deletes
-in small batches (``WorkerOptions(retention_batch=100)`` executions per request, one
+in small batches (``WorkerOptions(retention_batch=50)`` executions per request, one
 transaction), paced so that the deletes take a small share of the cluster's time
 (``retention_share=0.05``: after a batch whose request took t, a pause of 19 t), and
 skips a batch while more than half of its slots run executions. When nothing is left to
@@ -17,9 +17,10 @@ Why so small and so slow: rqlite applies one entry at a time, so a claim that ar
 while a batch is applied waits for it (and the three replicas applying it take CPU from
 everything else). With batches of 1,000 taking a quarter of the time (the first version),
 claims had a p99 2.5x as high while it deleted (bench/retention.py: 100k expired
-executions on a 3-node cluster, alternating rounds); batches of 100 paced to 5% left p50
-and p99 within 6%, and still delete about 130 executions a second on that loaded 2-core
-machine, more than it finishes (docs/performance.md).
+executions on a 3-node cluster, alternating rounds); batches of 50 paced to 5% left p50
+within 2% and p99 within 9% in three runs (batches of 100: p99 up to 1.37x), and still
+delete about 100 executions a second on that loaded 2-core machine, five times what it
+finishes (docs/performance.md).
 
 All workers should run with the same ``retention``: the duty's holder applies its own.
 """

@@ -57,7 +57,7 @@ class WorkerOptions:
     # Retention (engine/retention.py): executions deleted per request, the share of time
     # the deletes may take (after a batch that took t, a pause of t * (1/share - 1)), and
     # the least pause between two requests. Measured in bench/retention.py.
-    retention_batch: int = 100
+    retention_batch: int = 50
     retention_share: float = 0.05
     retention_pause: float = 0.1
 

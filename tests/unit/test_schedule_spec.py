@@ -150,7 +150,7 @@ def test_retention_must_be_a_positive_timedelta() -> None:
 def test_retention_share_must_be_a_fraction() -> None:
     from raftflow.engine.worker import WorkerOptions
 
-    assert WorkerOptions().retention_share == 0.05 and WorkerOptions().retention_batch == 100
+    assert WorkerOptions().retention_share == 0.05 and WorkerOptions().retention_batch == 50
     assert WorkerOptions(retention_share=1).retention_share == 1
     for bad in (0, -0.1, 1.5, "0.1", True, float("nan")):
         with pytest.raises(InvalidArgumentError, match="retention_share"):
