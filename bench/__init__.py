@@ -27,6 +27,8 @@ latency        percentiles, step-to-step gaps, steady-state throughput
 scale          ``--mode scale``: claim latency at 10 vs 100k queued, RSS over 100k steps
 cost           ``--mode cost``: rqlite CPU per request, leader vs followers
 sqlite_cost    raftflow's statements in SQLite alone: prepare vs run, claim statements
+retention      ``python -m bench.retention``: claims with and without retention deleting;
+               the database's size under a steady load with a short retention
 report         the tables
 progress       one line per phase with a counter
 =============  ======================================================================

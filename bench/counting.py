@@ -20,8 +20,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+#: The kinds of a commit request (its first statement: a batch holding lean step commits
+#: is a ``store.lean_commit``, one of outcomes only a ``store.lean_final(s)``).
+COMMIT_KINDS = ("store.commit", "store.lean_commit", "store.lean_final", "store.lean_finals")
 #: Kinds whose request latencies are kept (every sample, for percentiles).
-TIMED_KINDS = ("store.commit", "queue.claim", "queue.claimable", "commit.wait", "naive.claim")
+TIMED_KINDS = (*COMMIT_KINDS, "queue.claim", "queue.claimable", "commit.wait", "naive.claim")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 from bench import latency, naive, raw
 from bench.children import Child, ChildError, kill_all, mark_all, stop_all, wait_all
 from bench.cluster import BenchCluster, RaftMark
-from bench.counting import Tally, window
+from bench.counting import COMMIT_KINDS, Tally, window
 from bench.progress import Progress
 from bench.sampler import Sampler, cores
 from bench.settings import Settings
@@ -299,9 +299,10 @@ def worker_window(results: Sequence[dict[str, Any]], first: int = 0) -> dict[str
             hi = m2["tally"]["samples"].get(kind, 0)
             samples.setdefault(kind, []).extend(values[lo:hi])
         span = m2["t"] - m1["t"]
-        commit_seconds = m2["tally"]["seconds"].get("store.commit", 0.0) - m1["tally"][
-            "seconds"
-        ].get("store.commit", 0.0)
+        commit_seconds = sum(
+            m2["tally"]["seconds"].get(kind, 0.0) - m1["tally"]["seconds"].get(kind, 0.0)
+            for kind in COMMIT_KINDS
+        )
         in_flight.append(commit_seconds / span if span > 0 else 0.0)
         cpu += (m2["cpu"]["user"] + m2["cpu"]["system"]) - (m1["cpu"]["user"] + m1["cpu"]["system"])
     return {
@@ -379,7 +380,9 @@ def raftflow_summary(
         "executions_per_s": round(count / span, 1) if span > 0 else 0.0,
         **latency.gap_summaries(rows, turn),
         "step_start_to_commit_sent": latency.summary_ms(latency.step_durations(rows)),
-        "commit_request": latency.summary_ms(counted["samples"].get("store.commit", [])),
+        "commit_request": latency.summary_ms(
+            [t for kind in COMMIT_KINDS for t in counted["samples"].get(kind, [])]
+        ),
         "commit_wait": latency.summary_ms(counted["samples"].get("commit.wait", [])),
         "claim_request": latency.summary_ms(counted["samples"].get("queue.claim", [])),
         "commits": commits,

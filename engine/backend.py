@@ -15,6 +15,10 @@ The step path, and where each piece of its SQL lives (one hop each)::
                                            record the step, ack the event, publish the
                                            next one (kept leased to the worker while its
                                            turn lasts: no claim for the next step)
+    the workflow returns -- commit ------> stores/store.sql `lean_final`, `lean_final_step`,
+                                           `lean_final_ack` (the outcome, the last record, the
+                                           ack: plain fenced statements, one transaction);
+                                           a step within a turn: `lean_commit`
     a transaction step's -- commit ------> the same, with its writes, in one transaction:
     record (and writes)                    store.sql `transaction_fence`, the writes and
                                            `transaction_rows`, the commit statements,
@@ -164,6 +168,24 @@ class Commit:
             and self.park_until is None
         )
 
+    @property
+    def lean_final(self) -> bool:
+        """The outcome of the execution (succeeded or failed) with the record of its last
+        call, and nothing the trigger chain's statement does beyond three plain writes: no
+        next event, no signal taken, no failed attempt appended to a history. Sent as
+        ``lean_final``, ``lean_final_step`` and ``lean_final_ack`` (stores/store.sql)."""
+        return (
+            not self.full
+            and not self.writes
+            and self.continue_input is None
+            and self.status in (Status.SUCCEEDED, Status.FAILED)
+            and self.next_event is None
+            and self.next_token is None
+            and self.park_until is None
+            and self.consume_signal is None
+            and self.step_attempt is None
+        )
+
     def row(self, now: float, expiry: float) -> dict[str, Any]:
         """The commit as one object of the batch's JSON array."""
         row = {name: getattr(self, name) for name in _ROW_FIELDS}
@@ -248,8 +270,11 @@ class EngineFlows:
         atomic on its own: a fenced one is skipped alone.
 
         A step recorded within a worker's turn (:attr:`Commit.lean`) is a row of one plain
-        fenced INSERT (``lean_commit``: about the cost of any single-row write); the others
-        go through the ``execution_commits`` view and its trigger (``commit``). A lean
+        fenced INSERT (``lean_commit``: about the cost of any single-row write); an
+        outcome with its last record (:attr:`Commit.lean_final`) is three plain fenced
+        statements, which make the request a transaction (``lean_final*``: the same rows
+        as the trigger's, tests/integration/test_final_commits.py); the others go through
+        the ``execution_commits`` view and its trigger (``commit``). A lean
         commit refused while its lease still holds (a cancel waits) is sent again as a
         full one, which ends the turn. A statement error that fails a whole batch (not a
         lease lost: that skips a row) is retried commit by commit, so only the culprit
@@ -267,11 +292,19 @@ class EngineFlows:
         if any(c.transactional for c in commits):
             return (yield from self._transaction(commits, visibility, now, expiry))
         lean = [c for c in commits if c.lean]
-        full = [c for c in commits if not c.lean]
+        finals = [c for c in commits if c.lean_final]
+        full = [c for c in commits if not c.lean and not c.lean_final]
         lean_part = _lean_statements(lean, now)
+        final_part = _final_statements(finals, now)
         full_part = commit_request(full, now, expiry).statements if full else ()
-        response = yield Request(lean_part + full_part, transaction=False)
-        return (yield from self._settle(commits, lean, full, response, 0, now, expiry))
+        # A lean final commit is three statements: a transaction makes them one write.
+        response = yield Request(lean_part + final_part + full_part, transaction=bool(finals))
+        if finals and any(result.error is not None for result in response.results):
+            # Rolled back as a whole (a failing read aside): the batch again, its final
+            # commits full -- each commit id tells whether an earlier attempt applied.
+            again = [replace(c, full=True) if c.lean_final else c for c in commits]
+            return (yield from self.commit(again, visibility))
+        return (yield from self._settle(commits, lean, full, response, 0, now, expiry, finals))
 
     def _settle(
         self,
@@ -282,17 +315,39 @@ class EngineFlows:
         offset: int,
         now: float,
         expiry: float,
+        finals: Sequence[Commit] = (),
     ) -> Flow[list[CommitOutcome]]:
         """The outcome of each commit from a batch's response (its lean statements from
-        ``offset``, then its full ones), reading or resending what the response leaves
-        open."""
+        ``offset``, then its lean final ones, then its full ones), reading or resending
+        what the response leaves open."""
         lean_part = _lean_statements(lean, now)
+        final_part = _final_statements(finals, now)
         full_part = commit_request(full, now, expiry).statements if full else ()
         results = response.results[offset:]
-        response = Response(Request(lean_part + full_part, False), results, response.ambiguous)
-        split = len(lean_part)
+        response = Response(
+            Request(lean_part + final_part + full_part, False), results, response.ambiguous
+        )
         outcomes: dict[str, CommitOutcome] = {}
         resend: list[Commit] = []
+        if finals:
+            start, end = len(lean_part), len(lean_part) + len(final_part)
+            part = Response(Request(final_part, False), results[start:end], response.ambiguous)
+            undecided = _final_outcomes(part, finals, outcomes)
+            if undecided:  # rare: a stale lease, or an ambiguous attempt -- read what happened
+                params = {"commits": _batch(undecided, now, expiry)}
+                check = yield Request((STORE("final_outcome", params),), level="strong")
+                rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
+                for position, commit in enumerate(undecided):
+                    row = rows.get(position) or {}
+                    if row.get("applied"):
+                        outcomes[commit.commit_id] = CommitOutcome(True)
+                    elif row.get("held"):
+                        resend.append(commit)
+                    else:
+                        outcomes[commit.commit_id] = CommitOutcome(False, error="lease lost")
+            results = results[:start] + results[end:]
+            response = Response(Request(lean_part + full_part, False), results, response.ambiguous)
+        split = len(lean_part)
         if lean:
             part = Response(Request(lean_part, False), response.results[:split], response.ambiguous)
             undecided = _lean_outcomes(part, lean, outcomes)
@@ -562,6 +617,56 @@ def _lean_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, 
     params = {"commits": _batch(commits, now, 0.0)}
     insert = STORE("lean_commit", params)
     return (insert,) if len(commits) == 1 else (insert, STORE("lean_outcome", params))
+
+
+def _final_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, ...]:
+    """The lean final commits' three writes, and (for several) the read of which applied."""
+    if not commits:
+        return ()
+    if len(commits) == 1:  # named parameters: cheaper than json_each for one
+        row = commits[0].row(now, 0.0)
+        params = {name: row[name] for name in _FINAL_PARAMS}
+        return (
+            STORE("lean_final", params),
+            STORE("lean_final_step", params),
+            STORE("lean_final_ack", params),
+        )
+    batch = {"commits": _batch(commits, now, 0.0)}
+    return (
+        STORE("lean_finals", batch),
+        STORE("lean_finals_steps", batch),
+        STORE("lean_finals_ack", batch),
+        STORE("final_outcome", batch),
+    )
+
+
+#: The parameters of a lone lean final commit's statements.
+_FINAL_PARAMS = (
+    "execution_id", "lease_seq", "lease_token", "commit_id", "now", "worker_id", "status",
+    "output", "error", "step_idx", "step_name", "step_kind", "step_status", "step_output",
+    "step_error", "step_started_at", "step_attempts", "step_wake_at",
+)  # fmt: skip
+
+
+def _final_outcomes(
+    response: Response, commits: Sequence[Commit], outcomes: dict[str, CommitOutcome]
+) -> list[Commit]:
+    """Decide what the lean final commits' response tells; return those it does not. The
+    execution's row carries the commit id of the commit that last applied to it."""
+    if len(commits) == 1:
+        (commit,) = commits
+        if response[2].rows_affected == 1:  # the ack: the lease held for all three
+            outcomes[commit.commit_id] = CommitOutcome(True)
+            return []
+        return [commit]  # a stale lease, or an ambiguous retry of an applied request
+    rows = {row["position"]: row for row in response[3].dicts()}
+    undecided = []
+    for position, commit in enumerate(commits):
+        if (rows.get(position) or {}).get("applied"):
+            outcomes[commit.commit_id] = CommitOutcome(True)
+        else:
+            undecided.append(commit)
+    return undecided
 
 
 def _lean_outcomes(

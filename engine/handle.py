@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: While a worker of this process runs the execution, result() reads it this often.
+HELD_READ = 1.0
+
 
 class WorkflowHandle(Generic[T]):
     """An execution by id; ``id`` is also its queue group."""
@@ -79,22 +82,37 @@ class WorkflowHandle(Generic[T]):
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = min(poll_interval, 0.01)
         local = self.engine.local
+        status = Status.RUNNING
+        read_at = time.monotonic()
         while True:
             since = local.generation
-            record = self.info()
-            if record.status.is_final:
-                return self._outcome(  # type: ignore[no-any-return]
-                    record.workflow, record.status, record.output, record.error
-                )
+            # Run here since its start: not read while the worker that runs it is at it (it
+            # tells when its turn is over); read at least every HELD_READ seconds anyway.
+            now = time.monotonic()
+            held = (
+                local.holds(self.id)
+                and now - read_at < HELD_READ
+                and (deadline is None or now < deadline)  # a timeout reads before it raises
+            )
+            if not held:
+                record = self.info()
+                read_at, status = time.monotonic(), record.status
+                if record.status.is_final:
+                    return self._outcome(  # type: ignore[no-any-return]
+                        record.workflow, record.status, record.output, record.error
+                    )
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeoutError(
-                    f"execution {self.id!r} is still {record.status.value} after {timeout}s"
+                    f"execution {self.id!r} is still {status.value} after {timeout}s"
                 )
-            pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            pause = HELD_READ if held else delay
+            if deadline is not None:
+                pause = min(pause, max(0.0, deadline - time.monotonic()))
             # Between polls, wake at once if a worker of this process finishes something
             # (also during the read above: the generation was taken before it).
             local.wait(since, pause)
-            delay = min(delay * 1.5, poll_interval)
+            if not held:
+                delay = min(delay * 1.5, poll_interval)
 
     async def result_async(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
         """:meth:`result` in an async workflow (durable) or async client code (polling)."""

@@ -7,11 +7,20 @@ that have not finished are never touched, however old.
 
 One worker at a time does it: the *retention duty*, a lease carried by the presence beats
 (:mod:`raftflow.engine.presence`), so N workers cost no more than one. The holder deletes
-in small batches (``WorkerOptions(retention_batch=500)`` executions per request, one
-transaction), and only in its idle time: it pauses after each batch three times as long
-as the batch took (so the deletes take at most a quarter of the leader's time), and skips a batch
-while more than half of its slots run executions. When nothing is left to delete it checks
-again at its next beat, with a ``weak`` read (no Raft entry).
+in small batches (``WorkerOptions(retention_batch=50)`` executions per request, one
+transaction), paced so that the deletes take a small share of the cluster's time
+(``retention_share=0.05``: after a batch whose request took t, a pause of 19 t), and
+skips a batch while more than half of its slots run executions. When nothing is left to
+delete it checks again at its next beat, with a ``weak`` read (no Raft entry).
+
+Why so small and so slow: rqlite applies one entry at a time, so a claim that arrives
+while a batch is applied waits for it (and the three replicas applying it take CPU from
+everything else). With batches of 1,000 taking a quarter of the time (the first version),
+claims had a p99 2.5x as high while it deleted (bench/retention.py: 100k expired
+executions on a 3-node cluster, alternating rounds); batches of 50 paced to 5% left p50
+within 2% and p99 within 9% in three runs (batches of 100: p99 up to 1.37x), and still
+delete about 100 executions a second on that loaded 2-core machine, five times what it
+finishes (docs/performance.md).
 
 All workers should run with the same ``retention``: the duty's holder applies its own.
 """
@@ -36,9 +45,6 @@ log = logging.getLogger("raftflow.worker")
 
 #: How long finished executions are kept by default.
 DEFAULT_RETENTION = timedelta(days=30)
-#: After each batch the holder pauses at least this many times as long as the batch took:
-#: the deletes take at most a quarter of the leader's time (and of each replica's).
-PAUSE_FACTOR = 3.0
 #: The duty (:mod:`raftflow.engine.presence`) whose holder deletes expired executions.
 RETENTION_DUTY = "retention"
 
@@ -93,6 +99,7 @@ class Retention:
         self.held = False  # set by the presence beat
         self.wake = asyncio.Event()
         self.deleted = 0
+        self.took: list[float] = []  # how long each batch's request took (the last 1,000)
 
     def on_beat(self, held: bool) -> None:
         self.held = held
@@ -103,8 +110,31 @@ class Retention:
         session = self.session
         return len(session.tasks) > session.options.concurrency // 2
 
-    async def run(self) -> None:
+    def may_delete(self) -> bool:
+        return self.held and not self.session.stopping.is_set()
+
+    async def drain(self) -> None:
+        """Delete batch after batch, paced, until nothing expired is left or the duty is
+        lost (or the worker stops)."""
         options = self.session.options
+        while self.may_delete():
+            if self.busy():
+                await asyncio.sleep(options.retention_pause)
+                continue
+            started = time.perf_counter()
+            flow = self.flows.delete_batch(self.keep, options.retention_batch)
+            deleted = await self.session.backend.run(flow)
+            took = time.perf_counter() - started
+            self.deleted += deleted
+            self.took = [*self.took[-999:], took]
+            if deleted:
+                log.info("retention: deleted %d finished executions", deleted)
+            if deleted < options.retention_batch:
+                break
+            pause = took * (1 / options.retention_share - 1)
+            await asyncio.sleep(max(options.retention_pause, pause))
+
+    async def run(self) -> None:
         while True:
             await self.wake.wait()
             self.wake.clear()
@@ -113,20 +143,7 @@ class Retention:
                     continue
                 if not await self.session.backend.run(self.flows.due(self.keep)):
                     continue
-                while self.held and not self.session.stopping.is_set():
-                    if self.busy():
-                        await asyncio.sleep(options.retention_pause)
-                        continue
-                    started = time.perf_counter()
-                    flow = self.flows.delete_batch(self.keep, options.retention_batch)
-                    deleted = await self.session.backend.run(flow)
-                    took = time.perf_counter() - started
-                    self.deleted += deleted
-                    if deleted:
-                        log.info("retention: deleted %d finished executions", deleted)
-                    if deleted < options.retention_batch:
-                        break
-                    await asyncio.sleep(max(options.retention_pause, PAUSE_FACTOR * took))
+                await self.drain()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the next beat tries again

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
-from croniter import croniter
 from raftflow.engine.errors import ConfigurationError
 from raftflow.engine.events import RUN_TEXT
 from raftflow.transports.base import Lease
@@ -46,6 +45,7 @@ from raftflow.transports.flow import Flow, ReadLevel, Request
 from raftflow.transports.payload import from_json, to_json
 
 if TYPE_CHECKING:
+    from croniter import croniter
     from raftflow.engine.registry import WorkflowDef
 
 log = logging.getLogger("raftflow.worker")
@@ -92,6 +92,8 @@ class Schedule:
             raise InvalidArgumentError(f"cron must be a str, not {type(cron).__name__}")
         cron = " ".join(cron.split())
         fields = len(cron.split(" ")) if cron else 0
+        from croniter import croniter  # imported by the first schedule, not by raftflow
+
         if fields not in (5, 6) or not croniter.is_valid(cron, second_at_beginning=True):
             raise InvalidArgumentError(
                 f"invalid cron expression {cron!r}: five fields (minute hour day month "
@@ -118,6 +120,8 @@ class Schedule:
         return ZoneInfo(self.timezone)
 
     def _iter(self, at: float) -> croniter:
+        from croniter import croniter
+
         start = datetime.fromtimestamp(at, tz=self.zone)
         return croniter(self.cron, start, second_at_beginning=True)
 

@@ -36,9 +36,10 @@ from raftflow.engine.events import RunEvent, parse_event
 from raftflow.engine.presence import Presence
 from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
+from raftflow.engine.steppath import SHORT_WAIT
 from raftflow.stores.base import Status
 from raftflow.transports.base import Lease
-from raftflow.transports.clock import earliest_estimate, uncertainty_of
+from raftflow.transports.clock import earliest_estimate, is_virtual, uncertainty_of
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -128,19 +129,33 @@ class Session:
             self._reserved -= 1
 
     def adopt(self, claimed: Claimed) -> None:
-        """Thread-safe: run an execution whose first event was published leased to us."""
-        self.loop.call_soon_threadsafe(self._adopt, claimed)
+        """Thread-safe: run an execution whose first event was published leased to us.
+        Until its turn here is over, this process's result() waiters wait for our news."""
+        local, execution_id = self.worker.engine.local, claimed.lease.group_id
+        local.hold(execution_id)
+        try:
+            self.loop.call_soon_threadsafe(self._adopt, claimed)
+        except BaseException:  # the loop is closed: nobody will run it here
+            local.release(execution_id)
+            raise
 
     def _adopt(self, claimed: Claimed) -> None:
         self.unreserve()
         self.stats.adopted += 1
         assert self._pool is not None
-        self._spawn(self._pool, claimed)
+        execution_id = claimed.lease.group_id
+        try:
+            task = self._spawn(self._pool, claimed)
+        except BaseException:
+            self.worker.engine.local.release(execution_id)
+            raise
+        task.add_done_callback(lambda _: self.worker.engine.local.release(execution_id))
 
-    def _spawn(self, pool: ThreadPoolExecutor, claimed: Claimed) -> None:
+    def _spawn(self, pool: ThreadPoolExecutor, claimed: Claimed) -> asyncio.Task[None]:
         task = asyncio.create_task(self._handle(pool, claimed))
         self.tasks[task] = None
         task.add_done_callback(self._task_done)
+        return task
 
     def finished(self, execution_id: str, status: Status) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters."""
@@ -170,6 +185,11 @@ class Session:
 
     def clock_earliest(self) -> float:
         return earliest_estimate(self.backend.queue.clock)
+
+    def short_wait(self) -> float:
+        # Under a virtual clock (engine.testing) time moves only when the test moves it:
+        # every wait parks, however short, so that it ends when the clock says so.
+        return 0.0 if is_virtual(self.backend.queue.clock) else SHORT_WAIT
 
     def keep_turn(self, activation: Activation) -> bool:
         return (

@@ -302,10 +302,11 @@ def wait_until(
     wake_child: str | None = None,
 ) -> StepFlow[None]:
     """Wait for ``deadline`` (and whatever else may wake the execution first): a short
-    wait pauses in place after committing what is staged; a longer one parks the next
-    event and unwinds, to be replayed to here by whoever claims it next."""
+    wait (up to ``SHORT_WAIT``; none under a virtual clock) pauses in place after
+    committing what is staged; a longer one parks the next event and unwinds, to be
+    replayed to here by whoever claims it next."""
     while (remaining := run.remaining(deadline)) > 0:
-        if remaining > SHORT_WAIT or wake_topic is not None or wake_child is not None:
+        if remaining > run.host.short_wait() or wake_topic is not None or wake_child is not None:
             yield from suspend(run, deadline, wake_topic=wake_topic, wake_child=wake_child)
             continue  # woken: look at the clock again (a wake may come early)
         if run.staged is not None:

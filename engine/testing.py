@@ -25,8 +25,11 @@ finishes in milliseconds::
 - ``env.steps(handle)`` / ``env.step_names(handle)``: the recorded calls, for assertions.
 
 It is the real engine on the real embedded backend (same SQL, same semantics), not a stub:
-what passes here runs the same on rqlite. Steps still run in real time (a step that calls
-``time.sleep`` sleeps), and so does a retry delay under a second (it waits in the worker).
+what passes here runs the same on rqlite. Every wait of a workflow takes virtual time,
+however short: sleeps, ``recv`` timeouts, retry delays and rate-limit waits park until
+their deadline on the virtual clock (on a real clock the engine pauses in place for
+waits under a second). Steps themselves run in real time: a step that calls
+``time.sleep`` sleeps, and a step's ``timeout=`` is measured in real time.
 """
 
 from __future__ import annotations
@@ -53,11 +56,18 @@ T = TypeVar("T")
 
 #: Where virtual time starts by default: a fixed instant, so tests are reproducible.
 EPOCH = datetime.fromisoformat("2030-01-01T00:00:00+00:00")
+#: ``env.advance`` reaches deadlines up to this far (seconds) past its target: sums of
+#: decimal fractions of a second are not exact at epoch magnitudes (2.4e-7 s apart).
+TOLERANCE = 1e-6
 
 
 class VirtualClock:
     """A clock that moves only when told (:meth:`advance`, :meth:`set`); the engine's
-    ``Clock`` (lease deadlines, wake times, cron) when passed as ``clock=``."""
+    ``Clock`` (lease deadlines, wake times, cron) when passed as ``clock=``. Under it
+    every wait of a workflow parks until its deadline, however short (the engine pauses
+    in place for waits under a second on a real clock)."""
+
+    virtual = True  # transports.clock.is_virtual
 
     def __init__(self, start: datetime | float = EPOCH) -> None:
         self._now = start.timestamp() if isinstance(start, datetime) else float(start)
@@ -174,10 +184,12 @@ class WorkflowTestEnvironment:
         target = self.clock.time() + seconds
         while True:
             next_at = self.settle()
-            if next_at is None or next_at > target:
+            # A deadline within TOLERANCE past the target counts as reached: advance(0.3)
+            # then advance(0.1) ends a 0.4 s sleep, whatever the floats' last bits say.
+            if next_at is None or next_at > target + TOLERANCE:
                 break
             self.clock.set(max(next_at, self.clock.time()))
-        self.clock.set(target)
+        self.clock.set(max(target, self.clock.time()))
         self.settle()
 
     def result(

@@ -54,9 +54,11 @@ class WorkerOptions:
     # And while the process's resident memory is above this many MiB, the least recently
     # used of them are dropped too (they replay at their next turn). None: no memory limit.
     sticky_cache_mb: float | None = None
-    # Retention (engine/retention.py): executions deleted per request, and the least pause
-    # between two requests (at least three times as long as the last one took).
-    retention_batch: int = 500
+    # Retention (engine/retention.py): executions deleted per request, the share of time
+    # the deletes may take (after a batch that took t, a pause of t * (1/share - 1)), and
+    # the least pause between two requests. Measured in bench/retention.py.
+    retention_batch: int = 50
+    retention_share: float = 0.05
     retention_pause: float = 0.1
 
     def __post_init__(self) -> None:
@@ -86,6 +88,9 @@ class WorkerOptions:
                 raise InvalidArgumentError(f"{name} must be a number of seconds, not {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise InvalidArgumentError(f"{name} must be positive and finite, not {value!r}")
+        share = self.retention_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise InvalidArgumentError(f"retention_share must be in (0, 1], not {share!r}")
         if self.sticky_cache_mb is not None and (
             isinstance(self.sticky_cache_mb, bool)
             or not isinstance(self.sticky_cache_mb, (int, float))

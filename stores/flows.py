@@ -108,28 +108,19 @@ class StoreFlows:
                 ),
             )
         )
-        statements = [
-            QUERIES("start", params),
-            *traced,
-            QUERIES("started", {"commit_id": commit_id, "id": execution_id}),
-            QUERIES("get", {"id": execution_id}),
-        ]
-        if lease_token is not None:
-            statements.append(
-                QUERIES("start_lease", {"id": execution_id, "lease_token": lease_token})
-            )
-        response = yield Request(tuple(statements), transaction=True)
+        read = {"id": execution_id, "commit_id": commit_id, "lease_token": lease_token}
+        statements = (QUERIES("start", params), *traced, QUERIES("start_outcome", read))
+        response = yield Request(statements, transaction=True)
         response.raise_for_errors()
-        created = response.result_of("store.started").first()
-        record = response.result_of("store.get").first()
-        if record is None or created is None:
+        row = response.result_of("store.start_outcome").first()
+        if row is None:
             raise InvalidArgumentError(f"execution {execution_id!r} could not be started")
-        lease = response.result_of("store.start_lease").first() if lease_token else None
+        leased = lease_token is not None and row["lease_seq"] is not None
         return StartOutcome(
-            execution_from_row(record),
-            created=bool(created["created"]),
-            lease_seq=None if lease is None else int(lease["seq"]),
-            lease_expiry=None if lease is None else float(lease["lock_expiry"]),
+            execution_from_row(row),
+            created=bool(row["created"]),
+            lease_seq=int(row["lease_seq"]) if leased else None,
+            lease_expiry=float(row["lease_expiry"]) if leased else None,
         )
 
     def get(self, execution_id: str) -> Flow[ExecutionRecord | None]:

@@ -56,6 +56,12 @@ def earliest_estimate(clock: Clock) -> float:
     return clock.estimate() - uncertainty_of(clock)
 
 
+def is_virtual(clock: Clock) -> bool:
+    """Whether ``clock`` moves only when told (``engine.testing.VirtualClock``): nothing
+    may wait for it in real time."""
+    return getattr(clock, "virtual", False) is True
+
+
 def earliest(clock: Clock) -> Flow[float]:
     """A time ``clock``'s reference has surely reached (``earliest()`` if the clock has one,
     else ``now()``): what a lease takeover compares deadlines with."""

@@ -11,6 +11,7 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import httpx
@@ -106,7 +107,8 @@ def test_expired_executions_are_deleted_in_batches_while_workflows_run(
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        with engine.running_worker(concurrency=4, retention_batch=1000):
+        # Bigger batches and a bigger share of time than the defaults: the suite's time.
+        with engine.running_worker(concurrency=4, retention_batch=1000, retention_share=0.25):
             started = time.monotonic()
             n = 0
             # Workflows keep running while it deletes (and a little after).
@@ -152,4 +154,46 @@ def test_expired_executions_are_deleted_in_batches_while_workflows_run(
         f"{len(batches)} batches; "
         f"start->result p50 {statistics.median(during) * 1000:.0f} ms while deleting "
         f"({len(during)} runs), {statistics.median(after) * 1000:.0f} ms after ({len(after)})"
+    )
+
+
+#: Seconds of steady load of the growth test (`make test-retention`: 150); 0 skips it.
+GROWTH = float(os.environ.get("RAFTFLOW_RETENTION_GROWTH", "0"))
+
+
+@pytest.mark.skipif(not GROWTH, reason="opt-in: make test-retention (RAFTFLOW_RETENTION_GROWTH)")
+def test_the_database_stops_growing_under_a_steady_load(
+    rqlite_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """A steady load with retention=5 s on a fresh 3-node cluster: the leader's SQLite file
+    (with its WAL) and its Raft files level off while the executions run keep adding up."""
+    from bench.retention import steady_load
+
+    cluster = rqlite_cluster_factory(3)
+    samples = steady_load(
+        cluster, keep=5.0, duration=GROWTH, sample=10.0, report=lambda row: print(row)
+    )
+    third = len(samples) // 3
+    assert third >= 3, samples
+    middle, last = samples[third : 2 * third], samples[2 * third :]
+    run = samples[-1]["executions_run"]
+    assert run >= 1000, "the load ran too few executions to show anything"
+    assert samples[third]["executions_run"] < run / 2  # the load went on all along
+    # What is kept is bounded: those of the last retention period and beat.
+    assert max(s["kept"] for s in last) < run / 3
+    # The database's pages level off (freed pages are reused), and so does its file.
+    assert max(s["page_count"] for s in last) <= 1.15 * max(s["page_count"] for s in middle)
+    assert max(s["db_bytes"] for s in last) <= 1.15 * max(s["db_bytes"] for s in middle)
+    # The WAL rises and falls (rqlite checkpoints it into the file at each snapshot, which
+    # a WAL over 4 MiB triggers): bounded, with no trend.
+    assert max(s["wal_bytes"] for s in last) <= 2 * max(s["wal_bytes"] for s in middle)
+
+    print(
+        f"\nsteady load, retention 5 s: {run} executions in {samples[-1]['t']:.0f}s; "
+        + ", ".join(
+            f"{s['t']:.0f}s: db {s['db_bytes'] / 2**20:.2f} + wal {s['wal_bytes'] / 2**20:.1f} MiB,"
+            f" raft.db "
+            f"{s['raft_db_bytes'] / 2**20:.1f} MiB, {s['kept']} kept"
+            for s in samples
+        )
     )

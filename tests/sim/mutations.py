@@ -5,6 +5,9 @@ cluster receives, or patches a function for the duration of one simulation.
 
 - ``no-fence``: a step checkpoint within a worker's turn (``lean_commit``) no longer checks
   that the committer still holds the lease -- a stalled worker's late result is recorded.
+- ``no-final-fence``: the outcome of an execution committed lean (``lean_final``,
+  ``lean_final_step``) no longer checks the lease -- a stalled worker's late outcome and
+  last record are written over another worker's run (the ack stays fenced).
 - ``stale-not-found``: the store believes a ``weak`` "not found" (the chaos suite's bug 2,
   fixed in 2e133ac): a read right after a start, served stale, says the execution is missing.
 - ``heartbeat-race``: the lease a commit leaves the worker is applied a moment after the
@@ -53,6 +56,19 @@ class NoFence(Mutation):
     def rewrite(self, sql: str) -> str:
         if "INSERT OR IGNORE INTO steps" in sql:
             return _LEAN_FENCE.sub("", sql)
+        return sql
+
+
+_FINAL_FENCE = re.compile(
+    r"AND EXISTS \(SELECT 1 FROM messages AS m WHERE m\.seq = :lease_seq\s+"
+    r"AND m\.locked_by = :lease_token\)"
+)
+
+
+class NoFinalFence(Mutation):
+    def rewrite(self, sql: str) -> str:
+        if "UPDATE executions SET" in sql or "INSERT INTO steps" in sql:
+            return _FINAL_FENCE.sub("", sql)
         return sql
 
 
@@ -142,6 +158,7 @@ class TxFence(Mutation):
 
 MUTATIONS: dict[str, Mutation] = {
     "no-fence": NoFence("no-fence"),
+    "no-final-fence": NoFinalFence("no-final-fence"),
     "stale-not-found": StaleNotFound("stale-not-found"),
     "heartbeat-race": HeartbeatRace("heartbeat-race"),
     "early-timers": EarlyTimers("early-timers"),

@@ -68,6 +68,7 @@ def test_same_trace_in_another_process() -> None:
 #: The first seed that caught each (python -m tests.sim --mutation NAME --stop); tried first.
 CAUGHT_BY = {
     "no-fence": 68,
+    "no-final-fence": 19,
     "stale-not-found": 1,
     "heartbeat-race": 10,
     "early-timers": 60,

@@ -54,7 +54,10 @@ def names(request: Request) -> set[str]:
 
 
 def is_commit(request: Request) -> bool:
-    return bool({"store.commit", "store.lean_commit"} & names(request))
+    return bool(
+        {"store.commit", "store.lean_commit", "store.lean_final", "store.lean_finals"}
+        & names(request)
+    )
 
 
 @pytest.fixture

@@ -67,3 +67,56 @@ def test_a_finish_before_the_wait_is_not_missed() -> None:
     started = time.monotonic()
     local.wait(since, 0.2)  # nothing new: the full timeout
     assert time.monotonic() - started >= 0.19
+
+
+def test_result_does_not_read_an_execution_its_process_runs(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started on this process's worker (the fast path), the execution is not read while
+    that worker runs it: one read, after its news. A turn that ends without an outcome (a
+    long sleep parks it) is news too: the waiter goes back to reading, and a timeout reads
+    before it raises."""
+    from raftflow.engine import ResultTimeoutError
+    from raftflow.engine.handle import WorkflowHandle
+
+    reads: list[str] = []
+    info = WorkflowHandle.info
+
+    def counted(self: WorkflowHandle[object]) -> object:
+        reads.append(self.id)
+        return info(self)
+
+    monkeypatch.setattr(WorkflowHandle, "info", counted)
+    release = threading.Event()
+
+    @engine.step
+    def slow(x: int) -> int:
+        release.wait(30)
+        return x + 1
+
+    @engine.workflow
+    def job(x: int) -> int:
+        return slow(x)
+
+    @engine.workflow
+    def napping(x: int) -> int:
+        engine.sleep(1.5)
+        return x
+
+    with engine.running_worker(concurrency=2):
+        handle = engine.start(job, 1)
+        assert engine.local.holds(handle.id)
+        threading.Timer(0.5, release.set).start()
+        assert handle.result(timeout=30) == 2
+        assert reads == [handle.id]  # not one read while it ran
+        release.clear()
+        stuck = engine.start(job, 2)
+        reads.clear()
+        with pytest.raises(ResultTimeoutError):
+            stuck.result(timeout=0.3)
+        assert reads == [stuck.id]  # read once, at the timeout
+        release.set()
+        assert stuck.result(timeout=30) == 3
+        sleeper = engine.start(napping, 5)
+        assert sleeper.result(timeout=30) == 5
+    assert not engine.local.holds(handle.id) and not engine.local.holds(sleeper.id)

@@ -147,6 +147,67 @@ def test_retention_must_be_a_positive_timedelta() -> None:
             Engine(retention=bad)  # type: ignore[arg-type]
 
 
+def test_retention_share_must_be_a_fraction() -> None:
+    from raftflow.engine.worker import WorkerOptions
+
+    assert WorkerOptions().retention_share == 0.05 and WorkerOptions().retention_batch == 50
+    assert WorkerOptions(retention_share=1).retention_share == 1
+    for bad in (0, -0.1, 1.5, "0.1", True, float("nan")):
+        with pytest.raises(InvalidArgumentError, match="retention_share"):
+            WorkerOptions(retention_share=bad)  # type: ignore[arg-type]
+
+
+def test_retention_paces_its_batches_to_its_share_of_time() -> None:
+    """After a batch whose request took t, the holder waits t * (1/share - 1): the
+    deletes take ``retention_share`` of the time; none while its slots are busy."""
+    import asyncio
+    import itertools
+    import time
+    from datetime import timedelta
+    from types import SimpleNamespace
+    from typing import Any
+
+    from raftflow.engine.retention import Retention
+    from raftflow.engine.worker import WorkerOptions
+    from raftflow.transports.clock import LocalClock
+
+    took, batches = 0.05, [10, 10, 10, 4]
+    starts: list[float] = []
+
+    async def run(flow: Any) -> int:
+        starts.append(time.monotonic())
+        await asyncio.sleep(took)
+        return batches[len(starts) - 1]
+
+    options = WorkerOptions(retention_batch=10, retention_share=0.2, retention_pause=0.01)
+    session: Any = SimpleNamespace(
+        backend=SimpleNamespace(run=run, queue=SimpleNamespace(clock=LocalClock())),
+        options=options,
+        tasks={},
+        stopping=asyncio.Event(),
+        worker_id="w",
+    )
+    retention = Retention(session, timedelta(days=1))
+    retention.held = True
+    asyncio.run(retention.drain())
+    assert retention.deleted == 34 and len(starts) == 4  # the short batch is the last
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert all(gap >= took + took * (1 / 0.2 - 1) - 0.01 for gap in gaps), gaps
+
+    async def busy() -> None:
+        session.tasks = {i: None for i in range(options.concurrency // 2 + 1)}
+        task = asyncio.create_task(retention.drain())
+        await asyncio.sleep(0.2)
+        assert starts == []  # no batch while more than half of the slots run
+        session.tasks = {}
+        await asyncio.wait_for(task, 2)
+
+    starts.clear()
+    batches[:] = [3]
+    asyncio.run(busy())
+    assert len(starts) == 1
+
+
 def test_a_worker_whose_lease_lapsed_cannot_fire_again(tmp_path: Path) -> None:
     """Two workers claim the schedule in turn (the first one's lease lapsed): the second
     fires the time; the first one's late fire is refused whole -- it starts nothing and

@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from raftflow.engine import Engine, StepError
+from raftflow.engine import Engine, Retry, StepError
 from raftflow.engine.errors import ResultTimeoutError
 from raftflow.engine.testing import EPOCH, VirtualClock, WorkflowTestEnvironment
 
@@ -179,3 +179,77 @@ def test_workers_make_a_removed_schedule_again(monkeypatch: pytest.MonkeyPatch) 
         assert [i.workflow for i in other.list_schedules()] == ["half_minutely"]
         assert other.remove_schedule(half_minutely)
         wait_until(lambda: other.list_schedules(), timeout=10)
+
+
+flaky_calls: list[float] = []
+
+
+@engine.step(retry=Retry(max_attempts=4, delay=0.25, backoff=2.0))
+def flaky(n: int) -> int:
+    flaky_calls.append(time.monotonic())
+    if len(flaky_calls) < 3:
+        raise ConnectionError("try again")
+    return n
+
+
+@engine.workflow
+def short_waits(n: int) -> int:
+    engine.sleep(0.5)
+    return flaky(n)
+
+
+@other.step(retry=Retry(max_attempts=3, delay=0.5, backoff=1.0))
+async def flaky_async(n: int) -> int:
+    flaky_calls.append(time.monotonic())
+    if len(flaky_calls) < 2:
+        raise ConnectionError("try again")
+    return n
+
+
+@other.workflow
+async def short_waits_async(n: int) -> int:
+    await other.sleep_async(0.25)
+    return await flaky_async(n)
+
+
+def test_short_sleeps_and_retry_delays_take_virtual_time_too() -> None:
+    """Under a second, the engine pauses in place on a real clock; under the virtual
+    clock every wait parks and ends when the clock gets there, never in real time."""
+    flaky_calls.clear()
+    with WorkflowTestEnvironment(engine) as env:
+        started = time.monotonic()
+        handle = engine.start(short_waits, 7)
+        assert env.result(handle) == 7
+        # 0.5 s of sleep, then retry delays of 0.25 s and 0.5 s: virtual, and exact.
+        assert env.now() == EPOCH + timedelta(seconds=0.5 + 0.25 + 0.5)
+        assert env.step_names(handle) == ["sleep", "flaky"]
+        (step,) = [s for s in env.steps(handle) if s.name == "flaky"]
+        assert step.attempts == 3
+        assert len(flaky_calls) == 3
+        assert time.monotonic() - started < 5
+    flaky_calls.clear()
+    with WorkflowTestEnvironment(other) as env:
+        handle = other.start(short_waits_async, 3)
+        assert env.result(handle) == 3
+        assert env.now() == EPOCH + timedelta(seconds=0.25 + 0.5)
+
+
+def test_a_short_wait_does_not_end_until_the_clock_moves() -> None:
+    flaky_calls.clear()
+    with WorkflowTestEnvironment(engine) as env:
+        handle = engine.start(short_waits, 1)
+        env.advance(0.3)
+        time.sleep(0.6)  # real time passes: the 0.5 s sleep goes on
+        env.settle()
+        assert flaky_calls == [] and not handle.status().is_final
+        # The sleep ends (0.3 + 0.2 is not exact in floats: reached all the same); the
+        # first attempt fails: 0.25 s to the next.
+        env.advance(0.2)
+        assert len(flaky_calls) == 1
+        time.sleep(0.4)
+        env.settle()
+        assert len(flaky_calls) == 1
+        env.advance(0.25)
+        assert len(flaky_calls) == 2
+        assert env.result(handle) == 1
+        assert env.now() == EPOCH + timedelta(seconds=0.5 + 0.25 + 0.5)

@@ -22,7 +22,8 @@ from raftflow.engine import (
     TransactionError,
     WorkflowFailedError,
 )
-from raftflow.engine.transaction import RESERVED, compile_statement
+from raftflow.engine.sqlcompile import RESERVED
+from raftflow.engine.transaction import compile_statement
 from sqlalchemy import (
     Column,
     DateTime,

@@ -1,0 +1,116 @@
+"""A probe of the two requests of a lone 1-step workflow (docs/performance.md, "Latency").
+
+``python -m bench.probe_latency [--rounds R] [--n N]`` starts a local 3-node rqlite cluster
+and times, in alternating rounds of N requests each (the machine is noisy: compare
+medians of the same round):
+
+- ``raw``: a single-row INSERT into a scratch table (the raw phase's write);
+- ``final lean`` / ``final full``: the commit of a 1-step workflow's outcome with its
+  step's record (``EngineFlows.commit`` of one commit), as the lean final commit and as
+  the full commit through the ``execution_commits`` trigger chain;
+- ``start``: ``StoreFlows.start`` with the first event leased (the start fast path).
+
+Each final commit commits an execution started (leased) just before, outside the timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+
+from raftflow.engine.backend import Backend, Commit
+from raftflow.engine.events import RUN
+from raftflow.stores.base import Status
+from raftflow.transports.database import open_database
+from raftflow.transports.flow import Request, Statement
+from raftflow.transports.rqlite.local.cluster import LocalCluster
+
+RAW = "INSERT INTO probe_raw (v) VALUES (:v)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--only", default="raw,final lean,final full,start")
+    args = parser.parse_args()
+    kinds = [k.strip() for k in args.only.split(",")]
+    with LocalCluster(3) as cluster:
+        backend = Backend(open_database(cluster.urls))
+        backend.prepare(auto_migrate=True)
+        backend.run(_single(Statement("probe.create", "CREATE TABLE probe_raw (v INTEGER)")))
+        worker = f"probe:{uuid.uuid4().hex[:8]}"
+
+        def started() -> Commit:
+            token = f"{worker}:{uuid.uuid4().hex}"
+            eid = uuid.uuid4().hex
+            outcome = backend.run(
+                backend.store.start(eid, "probe", None, 0, RUN, lease_token=token)
+            )
+            assert outcome.lease_seq is not None
+            return Commit(
+                execution_id=eid,
+                lease_seq=outcome.lease_seq,
+                lease_token=token,
+                worker_id=worker,
+                step_idx=0,
+                step_name="step",
+                step_status="succeeded",
+                step_output="1",
+                step_started_at=time.time(),
+                status=Status.SUCCEEDED,
+                output="1",
+            )
+
+        def final(full: bool) -> Callable[[], float]:
+            def once() -> float:
+                commit = replace(started(), full=full)
+                assert commit.lean_final is not full
+                t = time.perf_counter()
+                (outcome,) = backend.run(backend.flows.commit([commit], 30.0))
+                elapsed = time.perf_counter() - t
+                assert outcome.applied
+                return elapsed
+
+            return once
+
+        def raw() -> float:
+            t = time.perf_counter()
+            backend.run(_single(Statement("probe.raw", RAW, {"v": 1})))
+            return time.perf_counter() - t
+
+        def start() -> float:
+            token = f"{worker}:{uuid.uuid4().hex}"
+            t = time.perf_counter()
+            backend.run(
+                backend.store.start(uuid.uuid4().hex, "probe", None, 0, RUN, lease_token=token)
+            )
+            return time.perf_counter() - t
+
+        probes = {"raw": raw, "final lean": final(False), "final full": final(True)}
+        probes["start"] = start
+        samples: dict[str, list[float]] = {k: [] for k in kinds}
+        for round_ in range(args.rounds):
+            order = kinds if round_ % 2 == 0 else list(reversed(kinds))
+            line = []
+            for kind in order:
+                times = [probes[kind]() for _ in range(args.n)]
+                samples[kind] += times
+                line.append(f"{kind} {statistics.median(times) * 1000:.2f}")
+            print(f"round {round_}: " + ", ".join(line) + " (ms p50)", flush=True)
+        for kind, times in samples.items():
+            print(f"{kind:12s} p50 {statistics.median(times) * 1000:.2f} ms  n={len(times)}")
+        backend.close()
+
+
+def _single(statement: Statement):  # type: ignore[no-untyped-def]
+    response = yield Request((statement,))
+    response.raise_for_errors()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,423 @@
+"""The lean final commit (stores/store.sql ``lean_final*``), on the session's 3-node rqlite
+cluster and on a SQLite file.
+
+- the same final commit sent lean and full writes the same rows, whatever the trigger
+  chain does beside it: a parent woken, a limit's next waiter admitted, a cancel pending, a
+  retried step completed in place, a failed outcome;
+- a stale lease's lean final commit writes nothing, and says "lease lost";
+- a workflow's outcome goes lean end to end (a lone one, a child and its parent, a limited
+  one and its waiter), and what follows from it still happens;
+- what is left to the full commit (a signal taken, an attempt appended, a cancel, a run
+  that goes on or continues as new), and a batch rolled back by an error is sent again
+  with its final commits full.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from raftflow.engine import Engine
+from raftflow.engine.backend import Backend, Commit, CommitOutcome, EngineFlows
+from raftflow.engine.events import RUN, RUN_TEXT
+from raftflow.stores.base import Status
+from raftflow.transports.clock import LocalClock
+from raftflow.transports.database import open_database
+from raftflow.transports.flow import Flow, Request, Response, Statement
+from raftflow.transports.rqlite.local import LocalCluster
+
+from tests.support import clear_tables, execute, rows
+
+NOW = 1_900_000_000.0
+WORKER = "final-test"
+
+
+@pytest.fixture(params=["rqlite", "sqlite"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | list[str]:
+    if request.param == "rqlite":
+        cluster: LocalCluster = request.getfixturevalue("rqlite_cluster")
+        clear_tables(cluster.url)
+        return cluster.urls
+    return f"sqlite:///{tmp_path / 'final.db'}"
+
+
+@pytest.fixture
+def backend(url: str | list[str]) -> Iterator[Backend]:
+    """A backend whose clock stands still at NOW: two runs of a scenario write the same times."""
+    backend = Backend(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
+    backend.prepare(auto_migrate=True)
+    yield backend
+    backend.close()
+
+
+def recorded(flow: Flow[Any], sent: list[Request]) -> Flow[Any]:
+    """``flow``, noting every request it sends."""
+    response: Response | None = None
+    while True:
+        try:
+            request = flow.send(response)  # type: ignore[arg-type]
+        except StopIteration as stop:
+            return stop.value
+        sent.append(request)
+        response = yield request
+
+
+def names(sent: list[Request]) -> list[str]:
+    return [statement.name for request in sent for statement in request.statements]
+
+
+def commit(backend: Backend, c: Commit, sent: list[Request] | None = None) -> CommitOutcome:
+    (outcome,) = backend.run(
+        recorded(backend.flows.commit([c], 30.0), [] if sent is None else sent)
+    )
+    return outcome
+
+
+def leased_start(backend: Backend, eid: str, token: str, **options: Any) -> int:
+    outcome = backend.run(
+        backend.store.start(eid, "wf", {"n": 1}, 0, RUN, lease_token=token, **options)
+    )
+    assert outcome.created and outcome.lease_seq is not None
+    return outcome.lease_seq
+
+
+def final(eid: str, seq: int, token: str, **fields: Any) -> Commit:
+    values: dict[str, Any] = dict(
+        execution_id=eid,
+        lease_seq=seq,
+        lease_token=token,
+        worker_id=WORKER,
+        commit_id=f"{eid}:final",
+        step_idx=0,
+        step_name="s",
+        step_status="succeeded",
+        step_output="2",
+        step_started_at=NOW - 1,
+        status=Status.SUCCEEDED,
+        output='{"ok":true}',
+    )
+    values.update(fields)
+    return Commit(**values)
+
+
+# Each scenario sets up the executions of prefix ``p`` and returns the final commit to send.
+Scenario = Callable[[Backend, str], Commit]
+
+
+def lone(backend: Backend, p: str) -> Commit:
+    seq = leased_start(backend, f"{p}e", f"{p}t")
+    return final(f"{p}e", seq, f"{p}t")
+
+
+def failed(backend: Backend, p: str) -> Commit:
+    seq = leased_start(backend, f"{p}e", f"{p}t")
+    error = '{"type":"ValueError","message":"no","traceback":""}'
+    return final(
+        f"{p}e", seq, f"{p}t", step_status="failed", step_output=None, step_error=error,
+        status=Status.FAILED, output=None, error=error,
+    )  # fmt: skip
+
+
+def no_step(backend: Backend, p: str) -> Commit:
+    seq = leased_start(backend, f"{p}e", f"{p}t")
+    return final(f"{p}e", seq, f"{p}t", step_idx=None, step_name=None, step_status=None)
+
+
+def child(backend: Backend, p: str) -> Commit:
+    """A parent parked on its child (until far away): the child's outcome wakes it."""
+    parent_seq = leased_start(backend, f"{p}parent", f"{p}pt")
+    park = Commit(
+        execution_id=f"{p}parent", lease_seq=parent_seq, lease_token=f"{p}pt", worker_id=WORKER,
+        commit_id=f"{p}park", step_idx=0, step_name="wf", step_kind="child",
+        step_status="succeeded", step_output=f'"{p}parent/0"', step_started_at=NOW - 1,
+        status=Status.RUNNING, next_event=RUN_TEXT, park_until=NOW + 3600,
+        wake_child=f"{p}parent/0",
+    )  # fmt: skip
+    assert commit(backend, park).applied
+    seq = leased_start(backend, f"{p}parent/0", f"{p}t", parent_id=f"{p}parent")
+    return final(f"{p}parent/0", seq, f"{p}t")
+
+
+def limited(backend: Backend, p: str) -> Commit:
+    """The one slot of a limit, and a waiter for it: the outcome frees the slot."""
+    limit = (f"{p}key", 1)
+    backend.run(backend.store.start(f"{p}e", "wf", {"n": 1}, 0, RUN, limit=limit))
+    # Leased as a claim leases it (the claim itself would take any claimable event).
+    execute(
+        backend.database,
+        Statement(
+            "test.lease",
+            "UPDATE messages SET locked_by = :t, lock_expiry = :x, attempts = 1"
+            " WHERE group_id = :id",
+            {"t": f"{p}t", "x": NOW + 30, "id": f"{p}e"},
+        ),
+        Statement(
+            "test.running",
+            "UPDATE executions SET status = 'running' WHERE id = :id",
+            {"id": f"{p}e"},
+        ),
+    )
+    backend.run(backend.store.start(f"{p}w", "wf", {"n": 2}, 0, RUN, limit=limit))
+    (waiter,) = rows(backend.database, "SELECT admitted FROM executions WHERE id = ?", f"{p}w")
+    assert waiter["admitted"] == 0
+    (seq,) = rows(backend.database, "SELECT seq FROM messages WHERE group_id = ?", f"{p}e")
+    return final(f"{p}e", seq["seq"], f"{p}t")
+
+
+def cancel_pending(backend: Backend, p: str) -> Commit:
+    seq = leased_start(backend, f"{p}e", f"{p}t")
+    assert backend.run(backend.store.cancel(f"{p}e", "stop")) is Status.RUNNING
+    return final(f"{p}e", seq, f"{p}t")
+
+
+def retried(backend: Backend, p: str) -> Commit:
+    """A step recorded as retrying (its first attempt failed) completes with the outcome."""
+    seq = leased_start(backend, f"{p}e", f"{p}t")
+    attempt = '{"attempt":1,"type":"E","message":"m","started_at":1,"ended_at":2}'
+    retrying = Commit(
+        execution_id=f"{p}e", lease_seq=seq, lease_token=f"{p}t", worker_id=WORKER,
+        commit_id=f"{p}retry", step_idx=0, step_name="s", step_status="retrying",
+        step_error='{"type":"E","message":"m","traceback":""}', step_started_at=NOW - 2,
+        step_wake_at=NOW - 1, step_attempt=attempt, status=Status.RUNNING,
+        next_event=RUN_TEXT, next_token=f"{p}t",
+    )  # fmt: skip
+    outcome = commit(backend, retrying)
+    assert outcome.applied and outcome.next_seq is not None
+    return final(f"{p}e", outcome.next_seq, f"{p}t", step_attempts=2)
+
+
+SCENARIOS = [lone, failed, no_step, child, limited, cancel_pending, retried]
+
+
+def snapshot(backend: Backend, p: str) -> dict[str, list[dict[str, Any]]]:
+    """Every row of prefix ``p``'s executions, the prefix replaced (message seqs left out)."""
+    like = f"{p}%"
+    queries = {
+        "executions": "SELECT * FROM executions WHERE id LIKE ? ORDER BY id",
+        "steps": "SELECT * FROM steps WHERE execution_id LIKE ? ORDER BY execution_id, idx",
+        "messages": "SELECT * FROM messages WHERE group_id LIKE ? ORDER BY seq",
+        "groups": "SELECT * FROM groups WHERE group_id LIKE ? ORDER BY group_id",
+    }
+    tables = {table: rows(backend.database, sql, like) for table, sql in queries.items()}
+    for row in tables["messages"]:
+        del row["seq"]
+    for row in tables["executions"]:
+        if row["status"] == "pending":
+            del row["commit_id"]  # a start's own (random) commit id
+    return {
+        table: [
+            {k: v.replace(p, "P:") if isinstance(v, str) else v for k, v in row.items()}
+            for row in found
+        ]
+        for table, found in tables.items()
+    }
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+def test_lean_final_writes_what_the_full_commit_writes(
+    backend: Backend, scenario: Scenario
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    lean_prefix, full_prefix = f"{run}-lean-", f"{run}-full-"
+    before = {p: snapshot(backend, p) for p in (lean_prefix, full_prefix)}
+    lean = scenario(backend, lean_prefix)
+    full = replace(scenario(backend, full_prefix), full=True)
+    assert before[lean_prefix] == before[full_prefix] == {t: [] for t in before[lean_prefix]}
+    assert lean.lean_final and not full.lean_final
+    sent: list[Request] = []
+    assert commit(backend, lean, sent) == CommitOutcome(True)
+    assert names(sent) == ["store.lean_final", "store.lean_final_step", "store.lean_final_ack"]
+    assert sent[0].transaction  # one request, one transaction, one Raft entry
+    assert len(sent) == 1
+    sent = []
+    assert commit(backend, full, sent).applied
+    assert names(sent) == ["store.commit", "store.commit_outcome"]
+    lean_rows, full_rows = snapshot(backend, lean_prefix), snapshot(backend, full_prefix)
+    assert lean_rows == full_rows
+    committed = lean.execution_id.replace(lean_prefix, "P:")
+    (execution,) = [e for e in lean_rows["executions"] if e["id"] == committed]
+    assert execution["commit_id"] == f"{committed}:final"
+    assert execution["status"] in ("succeeded", "failed")
+    assert execution["completed_at"] == NOW
+    if scenario is child:  # the parent's parked event woke with the child's outcome
+        (message,) = lean_rows["messages"]
+        assert message["group_id"] == "P:parent" and message["lock_expiry"] == NOW
+    if scenario is limited:  # the waiter holds the freed slot, and is claimable
+        (waiter,) = [e for e in lean_rows["executions"] if e["id"] == "P:w"]
+        assert waiter["admitted"] == 1
+        (group,) = lean_rows["groups"]
+        assert group["group_id"] == "P:w" and group["ready_at"] < NOW
+    if scenario is cancel_pending:
+        assert execution["cancel_reason"] == "stop" and execution["status"] == "succeeded"
+
+
+def test_a_stale_lease_lean_final_writes_nothing(backend: Backend) -> None:
+    p = uuid.uuid4().hex[:6] + "-"
+    stale = lone(backend, p)
+    # The lease lapsed and another worker took the event over.
+    execute(
+        backend.database,
+        Statement(
+            "test.takeover",
+            "UPDATE messages SET locked_by = 'other', lock_expiry = :x WHERE seq = :seq",
+            {"x": NOW + 30, "seq": stale.lease_seq},
+        ),
+    )
+    before = snapshot(backend, p)
+    sent: list[Request] = []
+    outcome = commit(backend, stale, sent)
+    assert outcome == CommitOutcome(False, error="lease lost")
+    assert names(sent)[:3] == ["store.lean_final", "store.lean_final_step", "store.lean_final_ack"]
+    assert "store.commit" not in names(sent)  # no full commit tried after it
+    assert snapshot(backend, p) == before
+    assert before["executions"][0]["status"] == "running" and before["steps"] == []
+
+
+def test_an_applied_lean_final_sent_again_reads_as_applied(backend: Backend) -> None:
+    """An ambiguous retry: the first attempt applied (the event is gone); the second is
+    fenced, and the execution's commit id says it was this commit."""
+    p = uuid.uuid4().hex[:6] + "-"
+    once = lone(backend, p)
+    assert commit(backend, once) == CommitOutcome(True)
+    after = snapshot(backend, p)
+    assert commit(backend, once) == CommitOutcome(True)
+    assert snapshot(backend, p) == after
+
+
+def test_several_lean_finals_in_one_batch(backend: Backend) -> None:
+    p = uuid.uuid4().hex[:6] + "-"
+    good = [lone(backend, f"{p}{i}-") for i in range(3)]
+    stale = replace(lone(backend, f"{p}s-"), lease_token="not-the-lease")
+    sent: list[Request] = []
+    outcomes = backend.run(recorded(backend.flows.commit([*good, stale], 30.0), sent))
+    assert outcomes == [CommitOutcome(True)] * 3 + [CommitOutcome(False, error="lease lost")]
+    assert len(sent) == 2  # the batch, then the strong read of the one it did not decide
+    for i in range(3):
+        (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}{i}-e")
+        assert row["status"] == "succeeded"
+    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}s-e")
+    assert row["status"] == "running"
+
+
+# ---------------------------------------------------------------- end to end
+
+
+@pytest.fixture
+def engine(url: str | list[str]) -> Iterator[Engine]:
+    engine = Engine.from_url(url, auto_migrate=True)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def final_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(execution id, first statement) of every commit request that carried an outcome."""
+    seen: list[tuple[str, str]] = []
+    original = EngineFlows.commit
+
+    def spied(self: EngineFlows, commits: Any, visibility: float) -> Flow[Any]:
+        sent: list[Request] = []
+        outcomes = yield from recorded(original(self, commits, visibility), sent)
+        for c in commits:
+            if c.status is not None and c.status.is_final:
+                seen.append(
+                    (
+                        c.execution_id,
+                        "lean"
+                        if c.lean_final
+                        and {"store.lean_final", "store.lean_finals"} & set(names(sent))
+                        else "full",
+                    )
+                )
+        return outcomes
+
+    monkeypatch.setattr(EngineFlows, "commit", spied)
+    return seen
+
+
+def test_workflows_end_with_a_lean_final_commit(
+    engine: Engine, final_statements: list[tuple[str, str]]
+) -> None:
+    calls: list[str] = []
+
+    @engine.step
+    def double(n: int) -> int:
+        return n * 2
+
+    @engine.workflow(name="lone")
+    def lone_wf(n: int) -> int:
+        return double(n)
+
+    @engine.workflow(name="kid")
+    def kid(n: int) -> int:
+        return double(n) + 1
+
+    @engine.workflow(name="parent")
+    def parent(n: int) -> int:
+        return int(engine.start(kid, n).result()) + 100
+
+    @engine.workflow(name="limited", concurrency=1)
+    def limited_wf(n: int) -> int:
+        calls.append(f"start {n}")
+        time.sleep(0.2)
+        calls.append(f"end {n}")
+        return double(n)
+
+    with engine.running_worker(concurrency=4):
+        assert engine.start(lone_wf, 5).result(timeout=30) == 10
+        assert engine.start(parent, 1).result(timeout=30) == 103
+        first, second = engine.start(limited_wf, 1), engine.start(limited_wf, 2)
+        assert first.result(timeout=30) == 2 and second.result(timeout=30) == 4
+    assert calls in (
+        ["start 1", "end 1", "start 2", "end 2"],
+        ["start 2", "end 2", "start 1", "end 1"],
+    )
+    kinds = dict(final_statements)
+    assert len(kinds) == 5 and set(kinds.values()) == {"lean"}, final_statements
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"consume_signal": 3},  # the last call took a signal: the trigger marks it read
+        {"step_attempt": '{"attempt":1}'},  # a failed attempt appended to a history
+        {"status": Status.CANCELLED},  # a cancel: the full commit, as before
+        {"status": Status.RUNNING, "next_event": RUN_TEXT},  # the run goes on
+        {"continue_input": "{}"},  # continue_as_new
+        {"full": True},  # sent again after a rolled-back batch
+    ],
+    ids=["signal", "attempt", "cancelled", "running", "continue", "forced"],
+)
+def test_what_the_lean_final_commit_leaves_to_the_full_one(shape: dict[str, Any]) -> None:
+    assert final("e", 1, "t").lean_final
+    assert not replace(final("e", 1, "t"), **shape).lean_final
+
+
+def test_a_batch_that_fails_is_sent_again_with_its_finals_full(backend: Backend) -> None:
+    """A statement error rolls the transactional batch back as a whole: sent again, its
+    final commits full, only the culprit fails."""
+    p = uuid.uuid4().hex[:6] + "-"
+    good = lone(backend, f"{p}g-")
+    seq = leased_start(backend, f"{p}b-e", f"{p}b-t")
+    # A record without a name: the steps table refuses it (NOT NULL).
+    bad = Commit(
+        execution_id=f"{p}b-e", lease_seq=seq, lease_token=f"{p}b-t", worker_id=WORKER,
+        step_idx=0, step_name=None, step_status="succeeded", step_started_at=NOW,
+        status=Status.RUNNING, next_event=RUN_TEXT, full=True,
+    )  # fmt: skip
+    sent: list[Request] = []
+    outcomes = backend.run(recorded(backend.flows.commit([good, bad], 30.0), sent))
+    assert outcomes[0] == CommitOutcome(True)
+    assert not outcomes[1].applied and outcomes[1].error and "NOT NULL" in outcomes[1].error
+    assert sent[0].transaction and names(sent)[0] == "store.lean_final"
+    again = names(sent[1:])  # the batch again, then one by one: all of it full commits
+    assert "store.commit" in again and not [n for n in again if "lean_final" in n]
+    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}g-e")
+    assert row["status"] == "succeeded"
+    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}b-e")
+    assert row["status"] == "running"
