@@ -70,7 +70,7 @@ CAUGHT_BY = {
     "no-fence": 68,
     "no-final-fence": 19,
     "stale-not-found": 1,
-    "heartbeat-race": 10,
+    "heartbeat-race": 32,
     "early-timers": 60,
     "tx-fence": 33,
 }
