@@ -12,6 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from datetime import timedelta
+from importlib import import_module
 from typing import Any, TypeVar, overload
 
 from raftflow.engine import primitives
@@ -378,6 +379,8 @@ class Engine(DurableCalls):
         def register(fn: F) -> F:
             definition = StepDef.of(fn, name, retry=retry, timeout=timeout)
             self.registry.add_step(definition)
+            # SQLAlchemy's compiler now, with the app, rather than in a first step's time.
+            import_module("raftflow.engine.sqlcompile")
             return _transaction_wrapper(fn, definition)  # type: ignore[return-value]
 
         return register(fn) if fn is not None else register
