@@ -12,7 +12,7 @@ WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pypr
 # checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
-.PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-fast test-retention test-deploy \
+.PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-extended test-fast test-retention test-deploy \
 	lint bench bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
 	image-worker-offline clean
 
@@ -63,6 +63,12 @@ demo-cluster: setup  ## the same demo on a local 3-node rqlite cluster, two work
 
 test: setup browser iproute2  ## the whole suite against real rqlite clusters
 	$(BIN)/pytest
+
+# Left out of `make test` (marker `extended`): the async twins of the cluster-wide limit
+# tests (the sync ones run), the plain-step control of the transaction chaos test (what
+# transaction steps prevent), the bench's scale and long smoke runs.
+test-extended: setup  ## the tests make test leaves out (pytest -m extended)
+	$(BIN)/pytest -m extended
 
 test-fast: setup  ## unit tests only (no server)
 	$(BIN)/pytest tests/unit

@@ -170,6 +170,7 @@ def test_transaction_steps_apply_exactly_once_under_kill_9_and_a_leader_kill(
     )
 
 
+@pytest.mark.extended  # a demonstration of what transaction steps prevent, not a guarantee
 def test_the_plain_step_control_debits_twice(
     engine: Engine, cluster: LocalCluster, tmp_path: Path
 ) -> None:

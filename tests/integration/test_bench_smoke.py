@@ -134,6 +134,7 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
     assert waiting["received"] == settings["waiting"] - settings["waiting"] // 2
 
 
+@pytest.mark.extended
 def test_long_smoke_reports_per_step_cost(tmp_path: Path, rqlited_path: Path) -> None:
     data = run_bench(tmp_path, "--mode", "long")
     settings = data["meta"]["settings"]
@@ -167,7 +168,7 @@ def data_text(tmp_path: Path) -> str:
     return (tmp_path / "stdout.txt").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_scale_smoke_reports_claims_and_rss(tmp_path: Path, rqlited_path: Path) -> None:
     data = run_bench(tmp_path, "--mode", "scale")
     claims = data["claim_latency"]

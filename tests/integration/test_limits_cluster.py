@@ -78,7 +78,9 @@ class LeaseSampler:
         self._thread.join()
 
 
-@pytest.mark.parametrize("workflow", ["capped", "acapped"])
+@pytest.mark.parametrize(
+    "workflow", ["capped", pytest.param("acapped", marks=pytest.mark.extended)]
+)
 def test_a_limit_of_2_across_3_workers_of_8_never_shows_3_leases(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
 ) -> None:
@@ -101,7 +103,9 @@ def test_a_limit_of_2_across_3_workers_of_8_never_shows_3_leases(
     assert all(abs(n - i) <= 1 for i, n in enumerate(firsts)), firsts
 
 
-@pytest.mark.parametrize("workflow", ["per_customer", "aper_customer"])
+@pytest.mark.parametrize(
+    "workflow", ["per_customer", pytest.param("aper_customer", marks=pytest.mark.extended)]
+)
 def test_one_at_a_time_per_key_in_start_order_across_processes(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
 ) -> None:
@@ -204,7 +208,9 @@ def test_a_worker_killed_in_a_slot_gives_it_up_at_lease_expiry(
     ]
 
 
-@pytest.mark.parametrize("workflow, calls", [("rated", 130), ("arated", 30)])
+@pytest.mark.parametrize(
+    "workflow, calls", [("rated", 130), pytest.param("arated", 30, marks=pytest.mark.extended)]
+)
 def test_a_rate_limit_holds_across_processes(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str, calls: int
 ) -> None:
@@ -273,7 +279,9 @@ def most_in_a_window(times: list[float], window: float) -> int:
     return max(sum(1 for u in times[i:] if u < t + window - 1e-9) for i, t in enumerate(times))
 
 
-@pytest.mark.parametrize("workflow", ["debounced", "adebounced"])
+@pytest.mark.parametrize(
+    "workflow", ["debounced", pytest.param("adebounced", marks=pytest.mark.extended)]
+)
 def test_debounce_folds_50_starts_into_one_run(
     engine: Engine, cluster: LocalCluster, tmp_path: Path, workflow: str
 ) -> None:

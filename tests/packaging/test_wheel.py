@@ -70,9 +70,9 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     env = tmp_path_factory.mktemp("venv")
-    venv.create(env, with_pip=True)
+    venv.create(env, with_pip=False)  # installed into by this pip (--python): no ensurepip
     (wheel,) = dist.glob("raftflow-*.whl")
-    _run(env / "bin" / "pip", "install", "-q", wheel)
+    _run(sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "-q", wheel)
     yield env
 
 
