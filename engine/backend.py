@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -334,17 +334,9 @@ class EngineFlows:
             part = Response(Request(final_part, False), results[start:end], response.ambiguous)
             undecided = _final_outcomes(part, finals, outcomes)
             if undecided:  # rare: a stale lease, or an ambiguous attempt -- read what happened
-                params = {"commits": _batch(undecided, now, expiry)}
-                check = yield Request((STORE("final_outcome", params),), level="strong")
-                rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
-                for position, commit in enumerate(undecided):
-                    row = rows.get(position) or {}
-                    if row.get("applied"):
-                        outcomes[commit.commit_id] = CommitOutcome(True)
-                    elif row.get("held"):
-                        resend.append(commit)
-                    else:
-                        outcomes[commit.commit_id] = CommitOutcome(False, error="lease lost")
+                yield from _settle(
+                    "final_outcome", undecided, _applied, now, expiry, outcomes, resend
+                )
             results = results[:start] + results[end:]
             response = Response(Request(lean_part + full_part, False), results, response.ambiguous)
         split = len(lean_part)
@@ -352,17 +344,9 @@ class EngineFlows:
             part = Response(Request(lean_part, False), response.results[:split], response.ambiguous)
             undecided = _lean_outcomes(part, lean, outcomes)
             if undecided:  # rare: zero rows, or an ambiguous attempt -- read what happened
-                params = {"commits": _batch(undecided, now, expiry)}
-                check = yield Request((STORE("lean_outcome", params),), level="strong")
-                rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
-                for position, commit in enumerate(undecided):
-                    row = rows.get(position) or {}
-                    if row.get("applied"):
-                        outcomes[commit.commit_id] = _lean_applied(commit)
-                    elif row.get("held"):
-                        resend.append(commit)
-                    else:
-                        outcomes[commit.commit_id] = CommitOutcome(False, error="lease lost")
+                yield from _settle(
+                    "lean_outcome", undecided, _lean_applied, now, expiry, outcomes, resend
+                )
         if full:
             part = Response(Request(full_part, False), response.results[split:], response.ambiguous)
             if part[0].error is not None and len(full) > 1:
@@ -690,6 +674,35 @@ def _lean_outcomes(
         else:
             undecided.append(commit)
     return undecided
+
+
+def _settle(
+    name: str,
+    undecided: Sequence[Commit],
+    applied: Callable[[Commit], CommitOutcome],
+    now: float,
+    expiry: float,
+    outcomes: dict[str, CommitOutcome],
+    resend: list[Commit],
+) -> Flow[None]:
+    """Commits whose answer did not say whether they applied: read it back (``name``, a
+    strong read). Applied ones succeed, those whose lease still holds go again, the rest
+    lost their lease."""
+    params = {"commits": _batch(undecided, now, expiry)}
+    check = yield Request((STORE(name, params),), level="strong")
+    rows = {r["position"]: r for r in check.raise_for_errors()[0].dicts()}
+    for position, commit in enumerate(undecided):
+        row = rows.get(position) or {}
+        if row.get("applied"):
+            outcomes[commit.commit_id] = applied(commit)
+        elif row.get("held"):
+            resend.append(commit)
+        else:
+            outcomes[commit.commit_id] = CommitOutcome(False, error="lease lost")
+
+
+def _applied(commit: Commit) -> CommitOutcome:
+    return CommitOutcome(True)
 
 
 def _lean_applied(commit: Commit) -> CommitOutcome:
