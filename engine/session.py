@@ -445,6 +445,12 @@ class Session:
 
     def _keep(self, activation: Activation) -> None:
         """Keep a suspended run, least recently used out first (its run then unwinds)."""
+        # A run whose thread suspended late (after the worker claimed its next event and
+        # started a replay of it) may find that replay kept under its id: the one put
+        # aside unwinds, or its thread would wait forever.
+        displaced = self.continuations.pop(activation.execution_id, None)
+        if displaced is not None and displaced is not activation:
+            displaced.discard()
         self.continuations[activation.execution_id] = activation
         limit_mb = self.options.sticky_cache_mb
         while len(self.continuations) > self.options.sticky_cache or (

@@ -37,3 +37,18 @@ def rqlite_image(request: pytest.FixtureRequest, docker_engine: None) -> str:
     if chosen != OFFICIAL_IMAGE:
         return chosen
     return build_rqlite_image(ROOT / "deploy" / "rqlite.Dockerfile")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The simulator's seeds start with the session, on idle CPU (tests/sim/background.py)."""
+    if any(item.nodeid.endswith("test_sim.py::test_seeds") for item in session.items):
+        from tests.sim import background
+        from tests.sim.test_sim import FIRST, JOBS, SEEDS
+
+        background.start_for(session.config, SEEDS, FIRST, JOBS)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.sim import background
+
+    background.stop_for(config)

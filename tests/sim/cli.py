@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import time
 from functools import partial
@@ -36,6 +37,15 @@ def _light_run(seed: int, **options: object) -> Result:
     return Result(result.seed, result.violations, [], result.stats)
 
 
+def lowest_priority() -> None:
+    """This process (and the pool it forks) runs only when a core would otherwise idle:
+    ``SCHED_IDLE``, or ``nice 19`` where the policy is missing."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
     parser.add_argument("--seeds", type=int, default=200, help="how many seeds to run")
@@ -46,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=6, help="executions per seed")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
     parser.add_argument("--jobs", type=int, default=1, help="processes running seeds at once")
+    parser.add_argument(
+        "--idle", action="store_true", help="run only on CPU no other process wants"
+    )
     args = parser.parse_args(argv)
+    if args.idle:
+        lowest_priority()
     if args.seed is not None:
         result = run_seed(args.seed, size=args.size, mutation=args.mutation, verbose=args.trace)
         print(f"stats: {result.stats}")

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from tests.sim import background
 from tests.sim.cli import describe
 from tests.sim.sim import run_seed
 
@@ -28,21 +29,26 @@ MUTATION_BUDGET = 150
 
 
 @pytest.mark.timeout(1200)  # about 2 minutes on 2 idle cores; a shared machine is slower
-def test_seeds() -> None:
+def test_seeds(request: pytest.FixtureRequest) -> None:
     """``make sim``'s command, in its own process (its pool forks from a process that ran
-    nothing): every seed passes every invariant, or the failures say how to replay them."""
-    started = time.perf_counter()
-    command = [sys.executable, "-m", "tests.sim", "--seeds", str(SEEDS)]
-    out = subprocess.run(
-        [*command, "--first", str(FIRST), "--jobs", str(JOBS)],
-        capture_output=True,
-        text=True,
-        timeout=1100,
+    nothing): every seed passes every invariant, or the failures say how to replay them.
+    In a whole-suite run the command started with the session, on idle CPU
+    (tests/sim/background.py); here the test waits for what is left of it."""
+    run = request.config.stash.get(background.RUN, None)
+    if run is None:
+        run = background.SeedRun.start(background.seeds_command(SEEDS, FIRST, JOBS, idle=False))
+    waited = time.perf_counter()
+    try:
+        code, output = run.wait(timeout=1100)
+    finally:
+        run.stop()
+    done = time.perf_counter()
+    summary = output.strip().splitlines()[-1] if output.strip() else ""
+    print(
+        f"\nsim: {summary} (started {done - run.started:.1f}s ago, "
+        f"this test waited {done - waited:.1f}s for it)"
     )
-    elapsed = time.perf_counter() - started
-    summary = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    print(f"\nsim: {summary} (the test: {elapsed:.1f}s)")
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
+    assert code == 0, output[-10000:]
     assert f"{SEEDS} seeds in" in summary and "0 failing seed(s)" in summary, summary
 
 

@@ -226,3 +226,33 @@ def test_continue_as_new_keeps_the_id_and_starts_a_clean_history(engine: Engine,
     ]
     assert [s.output for s in engine.get(runs[1].id).steps()] == [1, 100]
     assert handle.info().run == 4
+
+
+def test_a_continuation_displaced_under_its_id_is_woken_to_unwind() -> None:
+    """A run commits the end of its turn, then suspends. A slow thread may suspend only
+    after the worker claimed the next event and started a replay, which suspends too: two
+    runs kept under one id. The one displaced must be woken (it unwinds), not dropped: a
+    dropped run's thread waits forever, and a process with one cannot exit (its pool's
+    threads are joined at exit: ``raftflow demo`` hung so, once in about 8 runs)."""
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from raftflow.engine.session import Session
+
+    discarded: list[object] = []
+
+    class Run:
+        execution_id = "x"
+
+        def discard(self) -> None:
+            discarded.append(self)
+
+    session: Any = SimpleNamespace(
+        continuations=OrderedDict(), options=SimpleNamespace(sticky_cache=8, sticky_cache_mb=None)
+    )
+    first, second = Run(), Run()
+    Session._keep(session, first)  # type: ignore[arg-type]
+    Session._keep(session, first)  # type: ignore[arg-type]  # the same run again: kept
+    assert discarded == [] and list(session.continuations.values()) == [first]
+    Session._keep(session, second)  # type: ignore[arg-type]
+    assert discarded == [first] and list(session.continuations.values()) == [second]

@@ -145,6 +145,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     containers = sys.modules.get(_CONTAINERS)
     if containers is None:  # no container fixture ran: nothing to sweep, no Docker to ask
         return
+    if containers.docker_problem() is not None:  # none could be made (the tests said why)
+        return
     leaked = containers.remove_labelled()
     if leaked:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
