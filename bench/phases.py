@@ -77,9 +77,13 @@ class Measured:
         self.sampler.sample()
         return raft
 
-    def end(self) -> Window:
+    def end(self, *, settle: bool = True) -> Window:
+        """The second marks. ``settle`` first waits for the Raft log to go quiet, for a
+        phase whose work is over (its last entries counted); a phase still writing (the
+        raw clients) would only wait out the settle's timeout."""
         assert self._first is not None
-        self.ctx.cluster.settle()
+        if settle:
+            self.ctx.cluster.settle()
         mark_all(self.children, 2)
         self.sampler.sample()
         t1 = time.time()
@@ -144,7 +148,8 @@ def run_raw(ctx: Context, processes: int, clients: int, label: str) -> dict[str,
                 _check_alive(children)
                 done = ctx.cluster.raft_mark().applied_index - start_index
                 progress.update(f"{done:,} writes")
-            win = measured.end()
+            # The clients write until stopped: their own marks count them.
+            win = measured.end(settle=False)
         results = stop_all(children)
     finally:
         kill_all(children)

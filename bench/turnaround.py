@@ -49,7 +49,7 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
         out["one_in_process"] = latency.summary_ms(_one_step(engine, app.one, samples))
     ctx.progress.done(f"p50 {out['one_in_process']['p50_ms']} ms")
     ctx.progress.start("latency, 1-step start -> result, worker in another process")
-    window = 2.0 if smoke else 10.0
+    window = 0.5 if smoke else 10.0
     baseline = _leader_cpu_percent(ctx, window)  # the idle cluster, no worker at all
     children = start_workers(ctx, 1, samples=False)
     try:

@@ -40,15 +40,14 @@ def rqlite_image(request: pytest.FixtureRequest, docker_engine: None) -> str:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The simulator's seeds start with the session, on idle CPU (tests/sim/background.py)."""
-    if any(item.nodeid.endswith("test_sim.py::test_seeds") for item in session.items):
-        from tests.sim import background
-        from tests.sim.test_sim import FIRST, JOBS, SEEDS
+    """The simulator's seeds and the packages' build start with the session, on idle CPU
+    (tests/background.py)."""
+    from tests import background
 
-        background.start_for(session.config, SEEDS, FIRST, JOBS)
+    background.start_for(session.config, session.items)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from tests.sim import background
+    from tests import background
 
-    background.stop_for(config)
+    background.stop_all(config)

@@ -66,7 +66,12 @@ def test_follower_kill_9_and_restart(
     assert counts["succeeded"] == counts["executions"] == 60
 
 
-@pytest.mark.parametrize("power_loss", [False, True], ids=["sigterm", "kill-9"])
+@pytest.mark.parametrize(
+    "power_loss",
+    # The graceful twin (every node stopped by SIGTERM) runs in make test-extended.
+    [pytest.param(False, marks=pytest.mark.extended), True],
+    ids=["sigterm", "kill-9"],
+)
 def test_full_cluster_stop_and_restart(
     scenario: MakeScenario, rqlite_cluster_factory: ClusterFactory, power_loss: bool
 ) -> None:

@@ -9,16 +9,15 @@ folders at the top level would collide with.
 from __future__ import annotations
 
 import subprocess
-import sys
 import tarfile
 import textwrap
-import venv
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tomllib
+
+from tests import background
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -60,20 +59,23 @@ def _run(*args: str | Path, cwd: Path | None = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, ROOT)
-    _run(sys.executable, "-m", "build", "--sdist", "-o", out, ROOT)
-    return out
+def built(request: pytest.FixtureRequest) -> Path:
+    """The wheel, the sdist and a virtualenv with the wheel installed
+    (tests/packaging/build.py; in a whole-suite run, built since the session began)."""
+    job = background.job("packages", request)
+    code, output = job.wait(timeout=600)
+    assert code == 0, output[-5000:]
+    return job.folder
 
 
 @pytest.fixture(scope="module")
-def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    env = tmp_path_factory.mktemp("venv")
-    venv.create(env, with_pip=False)  # installed into by this pip (--python): no ensurepip
-    (wheel,) = dist.glob("raftflow-*.whl")
-    _run(sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "-q", wheel)
-    yield env
+def dist(built: Path) -> Path:
+    return built / "dist"
+
+
+@pytest.fixture(scope="module")
+def installed(built: Path) -> Path:
+    return built / "venv"
 
 
 def test_the_wheel_holds_one_top_level_package_and_the_sql(dist: Path) -> None:

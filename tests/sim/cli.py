@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import time
 from functools import partial
 
+from tests import background
 from tests.sim.mutations import MUTATIONS
 from tests.sim.sim import Result, run_seed
 
@@ -37,15 +37,6 @@ def _light_run(seed: int, **options: object) -> Result:
     return Result(result.seed, result.violations, [], result.stats)
 
 
-def lowest_priority() -> None:
-    """This process (and the pool it forks) runs only when a core would otherwise idle:
-    ``SCHED_IDLE``, or ``nice 19`` where the policy is missing."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        os.nice(19)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
     parser.add_argument("--seeds", type=int, default=200, help="how many seeds to run")
@@ -61,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.idle:
-        lowest_priority()
+        background.lowest_priority()
     if args.seed is not None:
         result = run_seed(args.seed, size=args.size, mutation=args.mutation, verbose=args.trace)
         print(f"stats: {result.stats}")

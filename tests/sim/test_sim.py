@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.sim import background
+from tests import background
 from tests.sim.cli import describe
 from tests.sim.sim import run_seed
 
@@ -33,15 +33,10 @@ def test_seeds(request: pytest.FixtureRequest) -> None:
     """``make sim``'s command, in its own process (its pool forks from a process that ran
     nothing): every seed passes every invariant, or the failures say how to replay them.
     In a whole-suite run the command started with the session, on idle CPU
-    (tests/sim/background.py); here the test waits for what is left of it."""
-    run = request.config.stash.get(background.RUN, None)
-    if run is None:
-        run = background.SeedRun.start(background.seeds_command(SEEDS, FIRST, JOBS, idle=False))
+    (tests/background.py); the test waits for what is left of it."""
+    run = background.job("seeds", request)
     waited = time.perf_counter()
-    try:
-        code, output = run.wait(timeout=1100)
-    finally:
-        run.stop()
+    code, output = run.wait(timeout=1100)
     done = time.perf_counter()
     summary = output.strip().splitlines()[-1] if output.strip() else ""
     print(
