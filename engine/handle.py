@@ -84,13 +84,22 @@ class WorkflowHandle(Generic[T]):
         local = self.engine.local
         status = Status.RUNNING
         read_at = time.monotonic()
+        ticket = local.ticket()  # an outcome committed here after it is handed over
         while True:
             since = local.generation
+            holding = local.holds(self.id)
+            # Once the worker's turn is over (its slot free again for this client's next
+            # start), the outcome it committed since this call began needs no read.
+            kept = None if holding else local.outcome(self.id, ticket)
+            if kept is not None:
+                return self._outcome(  # type: ignore[no-any-return]
+                    kept.workflow, kept.status, kept.output, kept.error
+                )
             # Run here since its start: not read while the worker that runs it is at it (it
             # tells when its turn is over); read at least every HELD_READ seconds anyway.
             now = time.monotonic()
             held = (
-                local.holds(self.id)
+                holding
                 and now - read_at < HELD_READ
                 and (deadline is None or now < deadline)  # a timeout reads before it raises
             )

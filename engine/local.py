@@ -1,27 +1,51 @@
 """What the workers running in this process offer the rest of it.
 
-Two shortcuts, both invisible from other processes (which see the same effects through
-the database, a poll later):
+Shortcuts, all invisible from other processes (which see the same effects through the
+database, a poll later):
 
 - **A slot for an execution started here.** ``engine.start()`` in a process running a
   worker with a free slot publishes the first event already leased to that worker and hands
   it over in memory: no poll, no claim (one Raft entry less, and no poll interval).
 - **An execution run here from its start.** While the worker it was handed to runs it,
   ``handle.result()`` does not read it (what it would read is "running"): it waits for
-  the worker's news, then reads once.
+  the worker's news.
+- **Its outcome, handed over.** When that worker's commit of the outcome applies, a
+  ``result()`` that was already waiting takes the outcome from memory: no read. Only a
+  waiter whose call began before the commit was sent (a ticket from the same counter):
+  the outcome was then the execution's state at an instant within the call, the commit's.
+  A waiter that came later reads, since the execution may have changed since (resumed,
+  forked): a kept outcome could be older than what it would read.
 - **The news of a finished execution.** ``handle.result()`` waits on it between its polls,
-  so a result computed in this process is seen at once (one read of it after the news: a
-  result kept in memory could be older than what the waiter read -- an execution resumed
-  since -- and telling them apart is not worth a read).
+  so a result computed in this process is seen at once (one read of it after the news).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from raftflow.stores.base import ErrorInfo, Status
 
 if TYPE_CHECKING:
     from raftflow.engine.session import Session
+
+#: Outcomes kept for waiters (the most recent; one is taken at most a moment after it is
+#: kept, by a waiter already there).
+KEPT_OUTCOMES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """An execution's outcome as its worker committed it, and when that commit was sent."""
+
+    workflow: str
+    status: Status
+    output: Any
+    error: ErrorInfo | None
+    sent: int  # the counter's value just before the commit was sent
 
 
 class LocalWorkers:
@@ -33,6 +57,9 @@ class LocalWorkers:
         self._finished = threading.Condition()
         self._generation = 0  # counts finishes: a waiter compares it to what it read before
         self._held: dict[str, int] = {}  # executions a local worker was handed at their start
+        self._workflows: dict[str, str] = {}  # ... and their workflows
+        self._outcomes: OrderedDict[str, Outcome] = OrderedDict()
+        self._counter = itertools.count(1)  # orders waiters' calls and commits' sending
 
     def add(self, session: Session) -> None:
         with self._lock:
@@ -57,11 +84,13 @@ class LocalWorkers:
             self._generation += 1
             self._finished.notify_all()
 
-    def hold(self, execution_id: str) -> None:
+    def hold(self, execution_id: str, workflow: str | None) -> None:
         """A local worker was handed this execution (the start fast path): until
         :meth:`release`, its outcome can only come from that worker, which announces it."""
         with self._finished:
             self._held[execution_id] = self._held.get(execution_id, 0) + 1
+            if workflow is not None:
+                self._workflows[execution_id] = workflow
 
     def release(self, execution_id: str) -> None:
         """The local worker's turn of the execution is over (finished or not): wake the
@@ -72,6 +101,7 @@ class LocalWorkers:
                 self._held[execution_id] = left
             else:
                 self._held.pop(execution_id, None)
+                self._workflows.pop(execution_id, None)
             self._generation += 1
             self._finished.notify_all()
 
@@ -79,6 +109,41 @@ class LocalWorkers:
         """Whether a local worker is running the execution it was handed at its start."""
         with self._finished:
             return execution_id in self._held
+
+    def ticket(self) -> int:
+        """Taken by a waiter when its call begins, and by a worker just before it sends an
+        outcome's commit: which came first."""
+        with self._finished:
+            return next(self._counter)
+
+    def settled(
+        self,
+        execution_id: str,
+        sent: int,
+        status: Status,
+        output: Any,
+        error: ErrorInfo | None,
+    ) -> None:
+        """A local worker's commit of a held execution's outcome applied (sent at ticket
+        ``sent``): keep it for the waiters already there."""
+        with self._finished:
+            workflow = self._workflows.get(execution_id)
+            if workflow is None:
+                return
+            self._outcomes[execution_id] = Outcome(workflow, status, output, error, sent)
+            self._outcomes.move_to_end(execution_id)
+            while len(self._outcomes) > KEPT_OUTCOMES:
+                self._outcomes.popitem(last=False)
+            # Taken once the worker's turn is over (release): a client that starts its
+            # next execution at once then finds the slot free again (the start fast path)
+            # rather than a worker still finishing this one.
+
+    def outcome(self, execution_id: str, ticket: int) -> Outcome | None:
+        """The outcome a worker here committed after the waiter holding ``ticket`` began
+        waiting, if any."""
+        with self._finished:
+            kept = self._outcomes.get(execution_id)
+            return kept if kept is not None and kept.sent > ticket else None
 
     @property
     def generation(self) -> int:

@@ -37,7 +37,7 @@ from raftflow.engine.presence import Presence
 from raftflow.engine.retention import Retention
 from raftflow.engine.schedules import ScheduleFlows, is_engine_group, parse_schedule_event
 from raftflow.engine.steppath import SHORT_WAIT
-from raftflow.stores.base import Status
+from raftflow.stores.base import ErrorInfo, Status
 from raftflow.transports.base import Lease
 from raftflow.transports.clock import earliest_estimate, is_virtual, uncertainty_of
 from raftflow.transports.errors import (
@@ -46,8 +46,10 @@ from raftflow.transports.errors import (
     ProtocolError,
 )
 from raftflow.transports.flow import Flow
+from raftflow.transports.payload import from_json
 
 if TYPE_CHECKING:
+    from raftflow.engine.local import LocalWorkers
     from raftflow.engine.worker import Worker
 
 log = logging.getLogger("raftflow.worker")
@@ -132,7 +134,7 @@ class Session:
         """Thread-safe: run an execution whose first event was published leased to us.
         Until its turn here is over, this process's result() waiters wait for our news."""
         local, execution_id = self.worker.engine.local, claimed.lease.group_id
-        local.hold(execution_id)
+        local.hold(execution_id, None if claimed.execution is None else claimed.execution.workflow)
         try:
             self.loop.call_soon_threadsafe(self._adopt, claimed)
         except BaseException:  # the loop is closed: nobody will run it here
@@ -165,11 +167,22 @@ class Session:
     # -- Host: what an activation needs ---------------------------------------------------
 
     async def commit(self, commit: Commit) -> CommitOutcome:
+        local = self.worker.engine.local
+        final = commit.status is not None and commit.status.is_final
+        # An outcome this process's result() may be waiting for (engine/local.py): the
+        # ticket orders the commit's sending after the waiters already there.
+        sent = (
+            local.ticket()
+            if final and commit.continue_input is None and local.holds(commit.execution_id)
+            else None
+        )
         outcome = await self.committer.commit(commit)
         if outcome.applied:
             self.stats.commits += 1
             self.stats.steps += commit.step_idx is not None
-            self.stats.executions_finished += commit.status is not None and commit.status.is_final
+            self.stats.executions_finished += final
+            if sent is not None:
+                _hand_over(local, commit, sent)
         else:
             self.stats.fenced += 1
         return outcome
@@ -551,3 +564,14 @@ class Session:
         if held:  # steps still running at the deadline: free their executions now
             with contextlib.suppress(Exception):
                 await self.backend.run(self.backend.flows.release(held))
+
+
+def _hand_over(local: LocalWorkers, commit: Commit, sent: int) -> None:
+    """The applied commit of an outcome, to this process's result() waiters."""
+    assert commit.status is not None
+    if commit.status is Status.SUCCEEDED and commit.output is not None:
+        local.settled(commit.execution_id, sent, commit.status, from_json(commit.output), None)
+    elif commit.status is not Status.SUCCEEDED and commit.error is not None:
+        error = ErrorInfo.from_json(from_json(commit.error))
+        local.settled(commit.execution_id, sent, commit.status, None, error)
+    # else: the stored output or error is an earlier commit's (COALESCE): read it

@@ -1,6 +1,7 @@
 """handle.result() in a process whose worker runs the execution is woken by that worker
-when the outcome commits, instead of waiting for its next poll; and a finish that happens
-while it reads is not missed."""
+when the outcome commits, instead of waiting for its next poll, and takes the outcome from
+it when it was waiting before the commit was sent; a finish that happens while it reads is
+not missed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from raftflow.engine import Engine, WorkflowFailedError
-from raftflow.engine.local import LocalWorkers
+from raftflow.engine.local import KEPT_OUTCOMES, LocalWorkers
+from raftflow.stores.base import ErrorInfo, Status
 
 
 @pytest.fixture
@@ -108,7 +110,7 @@ def test_result_does_not_read_an_execution_its_process_runs(
         assert engine.local.holds(handle.id)
         threading.Timer(0.5, release.set).start()
         assert handle.result(timeout=30) == 2
-        assert reads == [handle.id]  # not one read while it ran
+        assert reads == []  # not one read: the worker handed its outcome over
         release.clear()
         stuck = engine.start(job, 2)
         reads.clear()
@@ -120,3 +122,76 @@ def test_result_does_not_read_an_execution_its_process_runs(
         sleeper = engine.start(napping, 5)
         assert sleeper.result(timeout=30) == 5
     assert not engine.local.holds(handle.id) and not engine.local.holds(sleeper.id)
+
+
+def test_an_outcome_is_handed_only_to_waiters_there_before_its_commit_was_sent() -> None:
+    local = LocalWorkers()
+    local.hold("x", "job")
+    early = local.ticket()  # a result() that began before the commit was sent
+    sent = local.ticket()  # the worker, just before it sends the commit
+    late = local.ticket()  # a result() that began after: the execution may change since
+    local.settled("x", sent, Status.SUCCEEDED, {"total": 5}, None)
+    kept = local.outcome("x", early)
+    assert kept is not None and (kept.workflow, kept.status, kept.output) == (
+        "job",
+        Status.SUCCEEDED,
+        {"total": 5},
+    )
+    assert local.outcome("x", late) is None
+    # Only executions a worker here was handed at their start are kept.
+    local.settled("y", local.ticket(), Status.FAILED, None, ErrorInfo("ValueError", "no"))
+    assert local.outcome("y", 0) is None
+    # And only the most recent ones.
+    for i in range(KEPT_OUTCOMES + 1):
+        local.hold(f"z{i}", "job")
+        local.settled(f"z{i}", local.ticket(), Status.SUCCEEDED, i, None)
+    assert local.outcome("x", early) is None and local.outcome(f"z{KEPT_OUTCOMES}", 0) is not None
+
+
+def test_result_reads_an_outcome_committed_before_it_was_called(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter there before the commit takes the outcome from the worker (no read), a
+    failure too; a result() called after the commit reads it."""
+    from raftflow.engine.handle import WorkflowHandle
+
+    reads: list[str] = []
+    info = WorkflowHandle.info
+
+    def counted(self: WorkflowHandle[object]) -> object:
+        reads.append(self.id)
+        return info(self)
+
+    monkeypatch.setattr(WorkflowHandle, "info", counted)
+    release = threading.Event()
+
+    @engine.step
+    def slow(x: int) -> int:
+        release.wait(30)
+        if x < 0:
+            raise ValueError(f"no {x}")
+        return x + 1
+
+    @engine.workflow
+    def job(x: int) -> int:
+        return slow(x)
+
+    with engine.running_worker(concurrency=2):
+        handle, failing = engine.start(job, 1), engine.start(job, -7)
+        errors: list[BaseException] = []
+
+        def wait_failing() -> None:
+            try:
+                failing.result(timeout=30)
+            except WorkflowFailedError as exc:
+                errors.append(exc)
+
+        waiter = threading.Thread(target=wait_failing)
+        waiter.start()
+        threading.Timer(0.3, release.set).start()
+        assert handle.result(timeout=30) == 2
+        waiter.join(30)
+        assert len(errors) == 1 and "no -7" in str(errors[0])
+        assert reads == []
+        assert handle.result(timeout=5) == 2
+        assert reads == [handle.id]
