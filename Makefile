@@ -12,6 +12,12 @@ WORKER_IMAGE := raftflow/worker:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pypr
 # checkout's .rqlite/, for every target's commands (tests, demo, bench, the install rule).
 export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 
+# The tests start hundreds of Python processes (workers, CLIs, the bench's children), each
+# importing raftflow from this checkout: let them cache its bytecode (__pycache__/, ignored
+# by git) where the environment says not to (this machine's sets PYTHONDONTWRITEBYTECODE).
+# pip compiles the dependencies when it installs them, whatever the variable says.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-extended test-fast test-retention test-deploy \
 	lint bench bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
 	image-worker-offline clean
@@ -20,11 +26,9 @@ setup: $(INSTALLED) $(RQLITED)
 
 rqlite: $(RQLITED)  ## install rqlited 8.26.8 into .rqlite/bin
 
-# --no-compile: bytecode is written as modules are first imported (most modules of the dev
-# tools never are); it takes about 30 s off a fresh setup here.
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(INSTALLED)
 
 $(RQLITED): $(INSTALLED)
