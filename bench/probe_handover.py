@@ -14,7 +14,6 @@ N each (the machine is noisy: compare medians of the same round):
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +28,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=60)
     args = parser.parse_args()
     from bench import app
+    from bench.probe_latency import alternate
 
     engine = app.engine
     with LocalCluster(3) as cluster:
@@ -53,19 +53,8 @@ def main() -> None:
 
             return once
 
-        probes = {"raw": raw, "handed": one(True), "read": one(False)}
-        samples: dict[str, list[float]] = {k: [] for k in probes}
         with engine.running_worker(concurrency=1):
-            for round_ in range(args.rounds):
-                order = list(probes) if round_ % 2 == 0 else list(reversed(probes))
-                line = []
-                for kind in order:
-                    times = [probes[kind]() for _ in range(args.n)]
-                    samples[kind] += times
-                    line.append(f"{kind} {statistics.median(times) * 1000:.2f}")
-                print(f"round {round_}: " + ", ".join(line) + " (ms p50)", flush=True)
-        for kind, times in samples.items():
-            print(f"{kind:8s} p50 {statistics.median(times) * 1000:.2f} ms  n={len(times)}")
+            alternate({"raw": raw, "handed": one(True), "read": one(False)}, args.rounds, args.n)
         engine.close()
 
 

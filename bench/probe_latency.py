@@ -93,18 +93,25 @@ def main() -> None:
 
         probes = {"raw": raw, "final lean": final(False), "final full": final(True)}
         probes["start"] = start
-        samples: dict[str, list[float]] = {k: [] for k in kinds}
-        for round_ in range(args.rounds):
-            order = kinds if round_ % 2 == 0 else list(reversed(kinds))
-            line = []
-            for kind in order:
-                times = [probes[kind]() for _ in range(args.n)]
-                samples[kind] += times
-                line.append(f"{kind} {statistics.median(times) * 1000:.2f}")
-            print(f"round {round_}: " + ", ".join(line) + " (ms p50)", flush=True)
-        for kind, times in samples.items():
-            print(f"{kind:12s} p50 {statistics.median(times) * 1000:.2f} ms  n={len(times)}")
+        alternate({kind: probes[kind] for kind in kinds}, args.rounds, args.n)
         backend.close()
+
+
+def alternate(probes: dict[str, Callable[[], float]], rounds: int, n: int) -> None:
+    """Time each probe ``n`` times per round, in alternating order, and print the medians
+    of each round and of all (the machine is noisy: compare within a round)."""
+    kinds = list(probes)
+    samples: dict[str, list[float]] = {k: [] for k in kinds}
+    for round_ in range(rounds):
+        order = kinds if round_ % 2 == 0 else list(reversed(kinds))
+        line = []
+        for kind in order:
+            times = [probes[kind]() for _ in range(n)]
+            samples[kind] += times
+            line.append(f"{kind} {statistics.median(times) * 1000:.2f}")
+        print(f"round {round_}: " + ", ".join(line) + " (ms p50)", flush=True)
+    for kind, times in samples.items():
+        print(f"{kind:12s} p50 {statistics.median(times) * 1000:.2f} ms  n={len(times)}")
 
 
 def _single(statement: Statement):  # type: ignore[no-untyped-def]

@@ -23,6 +23,22 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     engine.close()
 
 
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the executions handles read (WorkflowHandle.info), in order."""
+    from raftflow.engine.handle import WorkflowHandle
+
+    read: list[str] = []
+    info = WorkflowHandle.info
+
+    def counted(self: WorkflowHandle[object]) -> object:
+        read.append(self.id)
+        return info(self)
+
+    monkeypatch.setattr(WorkflowHandle, "info", counted)
+    return read
+
+
 def test_result_is_woken_when_the_worker_commits_the_outcome(engine: Engine) -> None:
     release = threading.Event()
 
@@ -72,23 +88,14 @@ def test_a_finish_before_the_wait_is_not_missed() -> None:
 
 
 def test_result_does_not_read_an_execution_its_process_runs(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, reads: list[str]
 ) -> None:
     """Started on this process's worker (the fast path), the execution is not read while
-    that worker runs it: one read, after its news. A turn that ends without an outcome (a
-    long sleep parks it) is news too: the waiter goes back to reading, and a timeout reads
-    before it raises."""
+    that worker runs it, nor after: the worker hands its outcome over. A turn that ends
+    without an outcome (a long sleep parks it) is news too: the waiter goes back to
+    reading, and a timeout reads before it raises."""
     from raftflow.engine import ResultTimeoutError
-    from raftflow.engine.handle import WorkflowHandle
 
-    reads: list[str] = []
-    info = WorkflowHandle.info
-
-    def counted(self: WorkflowHandle[object]) -> object:
-        reads.append(self.id)
-        return info(self)
-
-    monkeypatch.setattr(WorkflowHandle, "info", counted)
     release = threading.Event()
 
     @engine.step
@@ -149,20 +156,10 @@ def test_an_outcome_is_handed_only_to_waiters_there_before_its_commit_was_sent()
 
 
 def test_result_reads_an_outcome_committed_before_it_was_called(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, reads: list[str]
 ) -> None:
     """A waiter there before the commit takes the outcome from the worker (no read), a
     failure too; a result() called after the commit reads it."""
-    from raftflow.engine.handle import WorkflowHandle
-
-    reads: list[str] = []
-    info = WorkflowHandle.info
-
-    def counted(self: WorkflowHandle[object]) -> object:
-        reads.append(self.id)
-        return info(self)
-
-    monkeypatch.setattr(WorkflowHandle, "info", counted)
     release = threading.Event()
 
     @engine.step
