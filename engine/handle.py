@@ -84,7 +84,7 @@ class WorkflowHandle(Generic[T]):
         local = self.engine.local
         status = Status.RUNNING
         read_at = time.monotonic()
-        ticket = local.ticket()  # an outcome committed here after it is handed over
+        ticket = local.ticket()  # an outcome whose commit was sent later is handed over
         while True:
             since = local.generation
             holding = local.holds(self.id)

@@ -9,8 +9,8 @@ database, a poll later):
 - **An execution run here from its start.** While the worker it was handed to runs it,
   ``handle.result()`` does not read it (what it would read is "running"): it waits for
   the worker's news.
-- **Its outcome, handed over.** When that worker's commit of the outcome applies, a
-  ``result()`` that was already waiting takes the outcome from memory: no read. Only a
+- **Its outcome, handed over.** The worker keeps the outcome it committed; once its turn
+  is over, a ``result()`` that was already waiting takes it from memory: no read. Only a
   waiter whose call began before the commit was sent (a ticket from the same counter):
   the outcome was then the execution's state at an instant within the call, the commit's.
   A waiter that came later reads, since the execution may have changed since (resumed,
