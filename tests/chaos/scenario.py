@@ -627,11 +627,7 @@ class Scenario:
     def finish(self, timeout: float = 120.0) -> dict[str, Any]:
         """Wait for the workload, check every invariant, print and save the figures."""
         self.wait_complete(timeout)
-        fenced = {
-            (w.pid, execution_id)
-            for w in self.workers
-            for execution_id in invariants.fenced_executions(w.log_path)
-        }
+        fenced = self.fenced()
         tally = invariants.check(
             self.db,
             self.producer.started,
@@ -641,6 +637,15 @@ class Scenario:
             fenced=fenced,
         )
         return self.report(tally, len(fenced))
+
+    def fenced(self) -> set[tuple[int, str]]:
+        """(pid, execution) of the runs whose commit or lease their worker was refused: a
+        run overlapping another is excused then, since fencing is what kept it out."""
+        return {
+            (w.pid, execution_id)
+            for w in self.workers
+            for execution_id in invariants.fenced_executions(w.log_path)
+        }
 
     def report(self, tally: Tally, fenced: int) -> dict[str, Any]:
         assert self.completed_at is not None

@@ -261,10 +261,7 @@ class PrimitivesScenario(Scenario):
             with pytest.raises(WorkflowCancelledError):
                 mixed.engine.get(handle_id).result(timeout=10)
         self.extra.update(sender_retries=self.sender.retries, messages=self.sender.sent)
-        fenced = sum(
-            1 for w in self.workers if "not recorded" in w.output() or "lease lost" in w.output()
-        )
-        return self.report(tally, fenced)
+        return self.report(tally, len(self.fenced()))
 
 
 def check_primitives(s: PrimitivesScenario) -> Tally:
@@ -345,8 +342,13 @@ def check_primitives(s: PrimitivesScenario) -> Tally:
                     "step ran again, or the recorded run is missing"
                 )
             reruns += len(its_runs) - len({r["attempt"] for r in its_runs})
+    fenced = s.fenced()
     for execution_id, execution_runs in by_execution.items():
-        counted = [r for r in execution_runs if r["pid"] not in s.excused_pids]
+        counted = [
+            r
+            for r in execution_runs
+            if r["pid"] not in s.excused_pids and (r["pid"], execution_id) not in fenced
+        ]
         indexes = [r["index"] for r in counted]
         if indexes != sorted(indexes):
             problems.append(f"execution {execution_id}: runs out of order: {indexes}")
@@ -425,7 +427,12 @@ def check_primitives(s: PrimitivesScenario) -> Tally:
         steps=len(steps),
         step_runs=all_runs,
         reruns=reruns,
-        excused_runs=sum(1 for rs in runs.values() for r in rs if r["pid"] in s.excused_pids),
+        excused_runs=sum(
+            1
+            for (execution_id, _), rs in runs.items()
+            for r in rs
+            if r["pid"] in s.excused_pids or (r["pid"], execution_id) in fenced
+        ),
     )
 
 
