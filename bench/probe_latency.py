@@ -5,10 +5,14 @@ and times, in alternating rounds of N requests each (the machine is noisy: compa
 medians of the same round):
 
 - ``raw``: a single-row INSERT into a scratch table (the raw phase's write);
-- ``final lean`` / ``final full``: the commit of a 1-step workflow's outcome with its
-  step's record (``EngineFlows.commit`` of one commit), as the lean final commit and as
-  the full commit through the ``execution_commits`` trigger chain;
-- ``start``: ``StoreFlows.start`` with the first event leased (the start fast path).
+- ``final unlinked`` / ``final lean`` / ``final full``: the commit of a 1-step workflow's
+  outcome with its step's record (``EngineFlows.commit`` of one commit), as the lean final
+  commit of an execution without a parent or a limit (``lean_final_unlinked``), as the
+  lean one's UPDATE, and as the full commit through the ``execution_commits`` trigger
+  chain;
+- ``start``: ``StoreFlows.start`` with the first event leased (the start fast path);
+- ``start view``: the same start through the start view, with the read of its outcome
+  (every start without a limit or a debounce before ``start_direct``).
 
 Each final commit commits an execution started (leased) just before, outside the timing.
 """
@@ -23,8 +27,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from raftflow.engine.backend import Backend, Commit
-from raftflow.engine.events import RUN
+from raftflow.engine.events import RUN, RUN_TEXT
 from raftflow.stores.base import Status
+from raftflow.stores.flows import QUERIES, start_params
 from raftflow.transports.database import open_database
 from raftflow.transports.flow import Request, Statement
 from raftflow.transports.rqlite.local.cluster import LocalCluster
@@ -36,7 +41,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--n", type=int, default=100)
-    parser.add_argument("--only", default="raw,final lean,final full,start")
+    parser.add_argument(
+        "--only", default="raw,final unlinked,final lean,final full,start,start view"
+    )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.only.split(",")]
     with LocalCluster(3) as cluster:
@@ -66,9 +73,9 @@ def main() -> None:
                 output="1",
             )
 
-        def final(full: bool) -> Callable[[], float]:
+        def final(full: bool, unlinked: bool = False) -> Callable[[], float]:
             def once() -> float:
-                commit = replace(started(), full=full)
+                commit = replace(started(), full=full, unlinked=unlinked)
                 assert commit.lean_final is not full
                 t = time.perf_counter()
                 (outcome,) = backend.run(backend.flows.commit([commit], 30.0))
@@ -91,8 +98,27 @@ def main() -> None:
             )
             return time.perf_counter() - t
 
-        probes = {"raw": raw, "final lean": final(False), "final full": final(True)}
-        probes["start"] = start
+        def start_view() -> float:
+            token = f"{worker}:{uuid.uuid4().hex}"
+            eid, now = uuid.uuid4().hex, time.time()
+            params = start_params(
+                eid, "probe", "null", 0, RUN_TEXT, now, uuid.uuid4().hex,
+                lease_token=token, lease_expiry=now + 30,
+            )  # fmt: skip
+            read = {"id": eid, "commit_id": params["commit_id"], "lease_token": token}
+            statements = (QUERIES("start", params), QUERIES("start_outcome", read))
+            t = time.perf_counter()
+            backend.run(_request(Request(statements, transaction=True)))
+            return time.perf_counter() - t
+
+        probes = {
+            "raw": raw,
+            "final unlinked": final(False, unlinked=True),
+            "final lean": final(False),
+            "final full": final(True),
+            "start": start,
+            "start view": start_view,
+        }
         alternate({kind: probes[kind] for kind in kinds}, args.rounds, args.n)
         backend.close()
 
@@ -115,7 +141,11 @@ def alternate(probes: dict[str, Callable[[], float]], rounds: int, n: int) -> No
 
 
 def _single(statement: Statement):  # type: ignore[no-untyped-def]
-    response = yield Request((statement,))
+    yield from _request(Request((statement,)))
+
+
+def _request(request: Request):  # type: ignore[no-untyped-def]
+    response = yield request
     response.raise_for_errors()
 
 

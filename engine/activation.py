@@ -435,7 +435,8 @@ class Activation:
                 info = replace(exc.error, message=f"in step {exc.step!r}: {exc.error.message}")
             error = to_json(info.to_json(), what="workflow error")
         status = Status.SUCCEEDED if exc is None else Status.FAILED
-        return self.take_staged(status=status, output=output, error=error)
+        unlinked = self.record.parent_id is None and self.workflow.concurrency is None
+        return self.take_staged(status=status, output=output, error=error, unlinked=unlinked)
 
     def continue_commit(self, input_json: str) -> Commit:
         """The commit that ends this run and starts the next with ``input_json``."""

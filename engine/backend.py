@@ -146,6 +146,10 @@ class Commit:
     # all (then the commit is not applied either, and its outcome says why: ``aborted``).
     writes: tuple[Write, ...] = ()
     full: bool = False  # never lean (a lean transaction commit refused while still held)
+    # The execution has no parent and no concurrency limit, as its worker knows it: a lean
+    # final commit may then skip the status triggers, which would do nothing for it
+    # (``lean_final_unlinked``; the statement checks it again).
+    unlinked: bool = False
 
     @property
     def transactional(self) -> bool:
@@ -196,7 +200,9 @@ class Commit:
 
 
 _ROW_FIELDS = [
-    name for name in Commit.__dataclass_fields__ if name not in ("status", "writes", "full")
+    name
+    for name in Commit.__dataclass_fields__
+    if name not in ("status", "writes", "full", "unlinked")
 ]
 
 #: Calls whose record is always a new row, never the completion of a waiting one.
@@ -611,7 +617,7 @@ def _final_statements(commits: Sequence[Commit], now: float) -> tuple[Statement,
         row = commits[0].row(now, 0.0)
         params = {name: row[name] for name in _FINAL_PARAMS}
         return (
-            STORE("lean_final", params),
+            STORE("lean_final_unlinked" if commits[0].unlinked else "lean_final", params),
             STORE("lean_final_step", params),
             STORE("lean_final_ack", params),
         )

@@ -96,6 +96,8 @@ class StoreFlows:
             limit_max=None if limit is None else int(limit[1]),
             debounce_until=None if debounce is None else now + debounce,
         )
+        if limit is None and debounce is None:
+            return (yield from self._start_direct(params, trace_context))
         # The trace context, when there is one, in the same transaction (an operator
         # feature: the start's one statement and the schema's start trigger stay as they are).
         traced = (
@@ -112,16 +114,44 @@ class StoreFlows:
         statements = (QUERIES("start", params), *traced, QUERIES("start_outcome", read))
         response = yield Request(statements, transaction=True)
         response.raise_for_errors()
-        row = response.result_of("store.start_outcome").first()
-        if row is None:
-            raise InvalidArgumentError(f"execution {execution_id!r} could not be started")
-        leased = lease_token is not None and row["lease_seq"] is not None
-        return StartOutcome(
-            execution_from_row(row),
-            created=bool(row["created"]),
-            lease_seq=int(row["lease_seq"]) if leased else None,
-            lease_expiry=float(row["lease_expiry"]) if leased else None,
-        )
+        return _started(execution_id, response.result_of("store.start_outcome").first())
+
+    def _start_direct(
+        self, params: dict[str, Any], trace_context: str | None
+    ) -> Flow[StartOutcome]:
+        """A start without a limit or a debounce, without a read (``start_direct``): the
+        statements' results say whether this start created the execution, and the seq of
+        its event (leased to ``lease_token``, if any)."""
+        params = {**params, "trace_context": trace_context}
+        statements = (QUERIES("start_direct", params), QUERIES("start_direct_event", params))
+        response = yield Request(statements, transaction=True)
+        response.raise_for_errors()
+        created, event = response[0], response[1]
+        if created.rows_affected == 1 and event.rows_affected == 1 and event.last_insert_id:
+            leased = params["lease_token"] is not None
+            row = {
+                **{name: params[name] for name in _STARTED_COLUMNS},
+                "status": (Status.RUNNING if leased else Status.PENDING).value,
+                "output": None,
+                "error": None,
+                "created_at": params["now"],
+                "updated_at": params["now"],
+                "completed_at": None,
+                "steps_done": 0,
+                "cancel_reason": None,
+                "run": 1,
+            }
+            return StartOutcome(
+                execution_from_row(row),
+                created=True,
+                lease_seq=int(event.last_insert_id) if leased else None,
+                lease_expiry=float(params["lease_expiry"]) if leased else None,
+            )
+        # The id was there: another start's, or this one's from an earlier attempt of the
+        # same request (a retry after an ambiguous failure) -- its commit id tells.
+        read = {k: params[k] for k in ("id", "commit_id", "lease_token")}
+        response = yield Request((QUERIES("start_outcome", read),), level="strong")
+        return _started(params["id"], response.raise_for_errors()[0].first())
 
     def get(self, execution_id: str) -> Flow[ExecutionRecord | None]:
         check_id(execution_id, what="execution_id")
@@ -305,6 +335,27 @@ def _read(
         return result.dicts()
     response = yield Request((statement,), level="strong")
     return response.raise_for_errors()[0].dicts()
+
+
+def _started(execution_id: str, row: dict[str, Any] | None) -> StartOutcome:
+    """The outcome a ``start_outcome`` row tells (the lease's columns are NULL without a
+    lease token: no message is locked by NULL)."""
+    if row is None:
+        raise InvalidArgumentError(f"execution {execution_id!r} could not be started")
+    leased = row["lease_seq"] is not None
+    return StartOutcome(
+        execution_from_row(row),
+        created=bool(row["created"]),
+        lease_seq=int(row["lease_seq"]) if leased else None,
+        lease_expiry=float(row["lease_expiry"]) if leased else None,
+    )
+
+
+#: What the fast path's execution (as a read of ``execution_columns`` returns it) takes
+#: from the start's parameters as they are.
+_STARTED_COLUMNS = (
+    "id", "workflow", "input", "priority", "parent_id", "deadline", "trace_context",
+)  # fmt: skip
 
 
 def start_params(

@@ -45,6 +45,28 @@ SELECT {{fragment.execution_columns}}, commit_id = :commit_id AS created,
          AS lease_expiry
 FROM executions WHERE id = :id;
 
+-- name: start_direct
+-- A start without a concurrency limit or a debounce (almost all of them): the two inserts
+-- the start trigger makes for it, as two plain statements of one transaction, whose
+-- results tell the caller all it needs -- `rows_affected` whether this start created the
+-- execution, the event's `last_insert_id` its seq (the start fast path's lease, engine/
+-- local.py) -- so the request carries no read. Measured (docs/performance.md, "Latency"):
+-- 8.4 against 11.0 ms p50 for the view and its read; the view's trigger program is
+-- compiled on every node for every start (rqlite 8.26 prepares every statement anew), and
+-- a read makes the request a mixed one. The rows: tests/integration/test_starts.py.
+INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
+                        commit_id, parent_id, deadline, trace_context)
+SELECT :id, :workflow, CASE WHEN :lease_token IS NULL THEN 'pending' ELSE 'running' END,
+       :input, :priority, :now, :now, :commit_id, :parent_id, :deadline, :trace_context
+WHERE NOT EXISTS (SELECT 1 FROM executions WHERE id = :id);
+
+-- name: start_direct_event
+-- Only after the insert above created the execution (an existing id changes nothing).
+INSERT INTO messages (group_id, event, priority, published_at, locked_by, lock_expiry,
+                      attempts)
+SELECT :id, :event, :priority, :now, :lease_token, :lease_expiry, :lease_token IS NOT NULL
+WHERE changes() = 1;
+
 -- name: commit
 -- The commits of a batch as one JSON array (one object per commit, keys = the view's
 -- columns): one static statement whatever the batch size. rqlite 8.26 prepares every
@@ -149,9 +171,38 @@ ON CONFLICT (execution_id, idx) DO UPDATE SET
   ended_at = excluded.ended_at, worker_id = excluded.worker_id,
   attempts = excluded.attempts, wake_at = excluded.wake_at;
 
+-- name: lean_final_unlinked
+-- `lean_final` for an execution with no parent and no concurrency limit (the engine tells
+-- it from its record; the WHERE checks it again): the same row, written as a REPLACE of
+-- itself (same rowid, every column) instead of an UPDATE. An UPDATE of `status` compiles
+-- the programs of the three status triggers and what they fire in turn (about 880 VDBE
+-- ops, 1.8 ms on every node for every commit; rqlite 8.26 prepares every statement anew),
+-- and for such an execution each of them does nothing: `execution_finished` wakes a parent
+-- (there is none) and cancels children (only for a cancel, which takes the full commit),
+-- `execution_limit_freed` and `execution_limit_resumed` need a limit. REPLACE fires no
+-- trigger of `executions` (it has no insert trigger; its delete triggers would fire only
+-- with recursive_triggers). Measured: 8.5 against 9.5 ms p50 for the final commit.
+-- tests/integration/test_final_commits.py checks the rows, and that the columns and the
+-- triggers of `executions` are still the ones named here: a new column or trigger must be
+-- added here too.
+REPLACE INTO executions (rowid, id, workflow, status, input, output, error, priority,
+                         created_at, updated_at, completed_at, steps_done, commit_id,
+                         parent_id, cancel_reason, deadline, trace_context, run,
+                         limit_key, limit_max, admitted)
+SELECT rowid, id, workflow, :status, input, COALESCE(:output, output),
+       COALESCE(:error, error), priority, created_at, :now, :now,
+       steps_done + COALESCE(:step_status IN ('succeeded', 'failed'), 0), :commit_id,
+       parent_id, cancel_reason, deadline, trace_context, run, limit_key, limit_max, admitted
+FROM executions
+WHERE id = :execution_id AND parent_id IS NULL AND limit_key IS NULL
+  AND {{fragment.final_held}};
+
 -- name: lean_final_ack
--- Last: the lease's message goes (its delete trigger drops or recomputes the group).
-DELETE FROM messages WHERE seq = :lease_seq AND locked_by = :lease_token;
+-- Last: the lease's message goes (its delete trigger drops or recomputes the group) --
+-- only if the execution took this commit (the unlinked form may find a parent or a limit
+-- after all: then nothing is acked, and the commit goes again in full).
+DELETE FROM messages WHERE seq = :lease_seq AND locked_by = :lease_token
+  AND EXISTS (SELECT 1 FROM executions WHERE id = :execution_id AND commit_id = :commit_id);
 
 -- name: fragment.finals_held
 EXISTS (SELECT 1 FROM messages AS m WHERE m.seq = json_extract(c.value, '$.lease_seq')

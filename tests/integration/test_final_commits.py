@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine
-from raftflow.engine.backend import Backend, Commit, CommitOutcome, EngineFlows
+from raftflow.engine.backend import STORE, Backend, Commit, CommitOutcome, EngineFlows
 from raftflow.engine.events import RUN, RUN_TEXT
 from raftflow.stores.base import Status
 from raftflow.transports.clock import LocalClock
@@ -218,22 +218,33 @@ def snapshot(backend: Backend, p: str) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+#: The scenarios whose execution has a parent or a limit: the unlinked form refuses them.
+LINKED = (child, limited)
+
+
+@pytest.mark.parametrize("unlinked", [False, True], ids=["update", "unlinked"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_lean_final_writes_what_the_full_commit_writes(
-    backend: Backend, scenario: Scenario
+    backend: Backend, scenario: Scenario, unlinked: bool
 ) -> None:
     run = uuid.uuid4().hex[:6]
     lean_prefix, full_prefix = f"{run}-lean-", f"{run}-full-"
     before = {p: snapshot(backend, p) for p in (lean_prefix, full_prefix)}
-    lean = scenario(backend, lean_prefix)
+    lean = replace(scenario(backend, lean_prefix), unlinked=unlinked)
     full = replace(scenario(backend, full_prefix), full=True)
     assert before[lean_prefix] == before[full_prefix] == {t: [] for t in before[lean_prefix]}
     assert lean.lean_final and not full.lean_final
     sent: list[Request] = []
     assert commit(backend, lean, sent) == CommitOutcome(True)
-    assert names(sent) == ["store.lean_final", "store.lean_final_step", "store.lean_final_ack"]
+    first = "store.lean_final_unlinked" if unlinked else "store.lean_final"
+    assert names(sent[:1]) == [first, "store.lean_final_step", "store.lean_final_ack"]
     assert sent[0].transaction  # one request, one transaction, one Raft entry
-    assert len(sent) == 1
+    if unlinked and scenario in LINKED:
+        # The statement found a parent or a limit: nothing acked, so the commit was read
+        # back (still held) and sent in full -- the trigger chain did what it must.
+        assert names(sent[1:]) == ["store.final_outcome", "store.commit", "store.commit_outcome"]
+    else:
+        assert len(sent) == 1
     sent = []
     assert commit(backend, full, sent).applied
     assert names(sent) == ["store.commit", "store.commit_outcome"]
@@ -328,7 +339,9 @@ def final_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
                 seen.append(
                     (
                         c.execution_id,
-                        "lean"
+                        "unlinked"
+                        if "store.lean_final_unlinked" in names(sent)
+                        else "lean"
                         if c.lean_final
                         and {"store.lean_final", "store.lean_finals"} & set(names(sent))
                         else "full",
@@ -369,8 +382,10 @@ def test_workflows_end_with_a_lean_final_commit(
         return double(n)
 
     with engine.running_worker(concurrency=4):
-        assert engine.start(lone_wf, 5).result(timeout=30) == 10
-        assert engine.start(parent, 1).result(timeout=30) == 103
+        alone = engine.start(lone_wf, 5)
+        assert alone.result(timeout=30) == 10
+        top = engine.start(parent, 1)
+        assert top.result(timeout=30) == 103
         first, second = engine.start(limited_wf, 1), engine.start(limited_wf, 2)
         assert first.result(timeout=30) == 2 and second.result(timeout=30) == 4
     assert calls in (
@@ -378,7 +393,10 @@ def test_workflows_end_with_a_lean_final_commit(
         ["start 2", "end 2", "start 1", "end 1"],
     )
     kinds = dict(final_statements)
-    assert len(kinds) == 5 and set(kinds.values()) == {"lean"}, final_statements
+    assert len(kinds) == 5, final_statements
+    # No parent and no limit: the unlinked form; a child or a limited one: the UPDATE.
+    assert kinds.pop(alone.id) == kinds.pop(top.id) == "unlinked"
+    assert set(kinds.values()) == {"lean"}, final_statements
 
 
 @pytest.mark.parametrize(
@@ -421,3 +439,28 @@ def test_a_batch_that_fails_is_sent_again_with_its_finals_full(backend: Backend)
     assert row["status"] == "succeeded"
     (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}b-e")
     assert row["status"] == "running"
+
+
+def test_the_unlinked_form_knows_every_column_and_trigger_of_executions(
+    backend: Backend,
+) -> None:
+    """``lean_final_unlinked`` rewrites the whole row and skips the status triggers: a
+    migration that adds a column or a trigger to ``executions`` must be reflected there
+    (this fails until it is)."""
+    sql = STORE("lean_final_unlinked", {}).sql
+    listed = sql[sql.index("(") + 1 : sql.index(")")].replace("\n", " ")
+    columns = [name.strip() for name in listed.split(",")]
+    table = [row["name"] for row in rows(backend.database, "PRAGMA table_info(executions)")]
+    assert columns == ["rowid", *table]
+    triggers = rows(
+        backend.database,
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'executions'"
+        " ORDER BY name",
+    )
+    assert [t["name"] for t in triggers] == [
+        "execution_admitted",  # UPDATE OF admitted: not a column the final commit sets
+        "execution_finished",  # UPDATE OF status: a parent to wake, children to cancel
+        "execution_limit_cancelled",  # UPDATE OF cancel_reason: not set by the commit
+        "execution_limit_freed",  # UPDATE OF status: a limit's slot
+        "execution_limit_resumed",  # UPDATE OF status: a limit's slot, on resume
+    ]
