@@ -444,14 +444,14 @@ def test_a_batch_that_fails_is_sent_again_with_its_finals_full(backend: Backend)
 def test_the_unlinked_form_knows_every_column_and_trigger_of_executions(
     backend: Backend,
 ) -> None:
-    """``lean_final_unlinked`` rewrites the whole row and skips the status triggers: a
-    migration that adds a column or a trigger to ``executions`` must be reflected there
-    (this fails until it is)."""
-    sql = STORE("lean_final_unlinked", {}).sql
-    listed = sql[sql.index("(") + 1 : sql.index(")")].replace("\n", " ")
-    columns = [name.strip() for name in listed.split(",")]
+    """``lean_final_unlinked`` and ``mark_claimed_running`` rewrite the whole row and skip
+    the status triggers: a migration that adds a column or a trigger to ``executions``
+    must be reflected there (this fails until it is)."""
     table = [row["name"] for row in rows(backend.database, "PRAGMA table_info(executions)")]
-    assert columns == ["rowid", *table]
+    for name in ("lean_final_unlinked", "mark_claimed_running"):
+        sql = STORE(name, {}).sql
+        listed = sql[sql.index("(") + 1 : sql.index(")")].replace("\n", " ")
+        assert [column.strip() for column in listed.split(",")] == ["rowid", *table]
     triggers = rows(
         backend.database,
         "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'executions'"

@@ -171,3 +171,18 @@ def _answer_lost(flow: Flow[StartOutcome]) -> Flow[StartOutcome]:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         response = yield request
+
+
+def test_a_claim_marks_the_execution_running_and_changes_nothing_else(backend: Backend) -> None:
+    """``mark_claimed_running`` writes the row as a REPLACE of itself: the same rowid (the
+    FIFO order of a limit's waiters) and every other column as it was."""
+    eid = uuid.uuid4().hex
+    start(backend, eid, [], timeout=60.0, parent_id="the-parent", trace_context='{"t":1}')
+    read = "SELECT rowid AS position, * FROM executions WHERE id = ?"
+    (before,) = rows(backend.database, read, eid)
+    assert before["status"] == "pending"
+    (claimed,) = backend.run(backend.flows.claim("claimer", 30.0, 1, 0))
+    assert claimed.lease.group_id == eid and claimed.execution is not None
+    assert claimed.execution.status.value == "running"
+    (after,) = rows(backend.database, read, eid)
+    assert after == {**before, "status": "running", "updated_at": NOW}
