@@ -5,8 +5,8 @@ cluster receives, or patches a function for the duration of one simulation.
 
 - ``no-fence``: a step checkpoint within a worker's turn (``lean_commit``) no longer checks
   that the committer still holds the lease -- a stalled worker's late result is recorded.
-- ``no-final-fence``: the outcome of an execution committed lean (``lean_final``,
-  ``lean_final_step``) no longer checks the lease -- a stalled worker's late outcome and
+- ``no-final-fence``: the outcome of an execution committed lean (``lean_final`` or
+  ``lean_final_unlinked``, and ``lean_final_step``) no longer checks the lease -- a stalled worker's late outcome and
   last record are written over another worker's run (the ack stays fenced).
 - ``stale-not-found``: the store believes a ``weak`` "not found" (the chaos suite's bug 2,
   fixed in 2e133ac): a read right after a start, served stale, says the execution is missing.
@@ -67,7 +67,7 @@ _FINAL_FENCE = re.compile(
 
 class NoFinalFence(Mutation):
     def rewrite(self, sql: str) -> str:
-        if "UPDATE executions SET" in sql or "INSERT INTO steps" in sql:
+        if any(w in sql for w in ("UPDATE executions SET", "REPLACE INTO", "INSERT INTO steps")):
             return _FINAL_FENCE.sub("", sql)
         return sql
 
