@@ -6,8 +6,9 @@ cluster receives, or patches a function for the duration of one simulation.
 - ``no-fence``: a step checkpoint within a worker's turn (``lean_commit``) no longer checks
   that the committer still holds the lease -- a stalled worker's late result is recorded.
 - ``no-final-fence``: the outcome of an execution committed lean (``lean_final`` or
-  ``lean_final_unlinked``, and ``lean_final_step``) no longer checks the lease -- a stalled worker's late outcome and
-  last record are written over another worker's run (the ack stays fenced).
+  ``lean_final_unlinked``, and ``lean_final_step``) no longer checks the lease -- a stalled
+  worker's late outcome and last record are written over another worker's run (the ack
+  stays fenced).
 - ``stale-not-found``: the store believes a ``weak`` "not found" (the chaos suite's bug 2,
   fixed in 2e133ac): a read right after a start, served stale, says the execution is missing.
 - ``heartbeat-race``: the lease a commit leaves the worker is applied a moment after the
