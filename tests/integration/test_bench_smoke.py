@@ -98,8 +98,10 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
     positive(data, "latency", "one_cross_process", "p50_ms")
     idle = data["latency"]["idle_poll"]
     assert idle["with_idle_worker_percent"] > 0 and idle["leader_core_percent"] >= 0, idle
+    positive(data, "latency", "embedded_32", "steps_per_s")
+    positive(data, "latency", "embedded_32", "step_to_step", "p99_ms")
     goals = data["latency"]["goals"]
-    assert len(goals) == 7 and all(g["value"] is not None and "met" in g for g in goals), goals
+    assert len(goals) == 8 and all(g["value"] is not None and "met" in g for g in goals), goals
 
     # Transaction steps: the same E x K, each step debiting its execution's account once.
     tx = data["transactions"]
