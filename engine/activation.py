@@ -384,17 +384,19 @@ class Activation:
         next event goes (kept by the turn, or parked: ``park_until``, ``wake_*``)."""
         staged, self.staged = self.staged, None
         self.sent = staged
-        commit = Commit(
-            execution_id=self.execution_id,
-            lease_seq=self.lease.seq,
-            lease_token=self.lease.token,
-            worker_id=self.host.worker_id,
+        # One Commit built from one dict: a replace() per part re-ran its 30-field __init__
+        # three or four times per step (this method: 15% -> 7% of the embedded worker's
+        # CPU at C=32, py-spy --gil).
+        fields: dict[str, Any] = {
+            "execution_id": self.execution_id,
+            "lease_seq": self.lease.seq,
+            "lease_token": self.lease.token,
+            "worker_id": self.host.worker_id,
             **outcome,
-        )
+        }
         if staged is not None:
             record = staged.record
-            commit = replace(
-                commit,
+            fields.update(
                 step_idx=record.idx,
                 step_name=record.name,
                 step_kind=record.kind,
@@ -408,16 +410,14 @@ class Activation:
                 consume_signal=staged.consume_signal,
                 writes=staged.writes,
             )
-        if commit.status is None or not commit.status.is_final:  # the run goes on
-            commit = replace(
-                commit,
-                status=Status.RUNNING,
-                next_event=RUN_TEXT,
-                next_priority=self.record.priority,
+        status = fields.get("status")
+        if status is None or not status.is_final:  # the run goes on
+            fields.update(
+                status=Status.RUNNING, next_event=RUN_TEXT, next_priority=self.record.priority
             )
-            if commit.park_until is None and self.host.keep_turn(self):
-                commit = replace(commit, next_token=self.lease.token)
-        return commit
+            if fields.get("park_until") is None and self.host.keep_turn(self):
+                fields["next_token"] = self.lease.token
+        return Commit(**fields)
 
     def final_commit(self, value: Any, exc: Exception | None) -> Commit | None:
         """The commit of the workflow's outcome (with the staged step), or None when this
