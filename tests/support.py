@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 from raftflow.transports.database import Database
-from raftflow.transports.flow import Flow, Request, Statement
+from raftflow.transports.flow import Flow, Request, Response, Statement
 
 TABLES = (
     "messages",
@@ -42,6 +42,18 @@ def execute(database: Database, *statements: Statement, transaction: bool = True
         (yield Request(statements, transaction=transaction)).raise_for_errors()
 
     database.run(flow())
+
+
+def recorded(flow: Flow[Any], sent: list[Request]) -> Flow[Any]:
+    """``flow``, noting every request it sends in ``sent``."""
+    response: Response | None = None
+    while True:
+        try:
+            request = flow.send(response)  # type: ignore[arg-type]
+        except StopIteration as stop:
+            return stop.value
+        sent.append(request)
+        response = yield request
 
 
 class LoopThread:

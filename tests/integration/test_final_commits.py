@@ -28,10 +28,10 @@ from raftflow.engine.events import RUN, RUN_TEXT
 from raftflow.stores.base import Status
 from raftflow.transports.clock import LocalClock
 from raftflow.transports.database import open_database
-from raftflow.transports.flow import Flow, Request, Response, Statement
+from raftflow.transports.flow import Flow, Request, Statement
 from raftflow.transports.rqlite.local import LocalCluster
 
-from tests.support import clear_tables, execute, rows
+from tests.support import clear_tables, execute, recorded, rows
 
 NOW = 1_900_000_000.0
 WORKER = "final-test"
@@ -53,18 +53,6 @@ def backend(url: str | list[str]) -> Iterator[Backend]:
     backend.prepare(auto_migrate=True)
     yield backend
     backend.close()
-
-
-def recorded(flow: Flow[Any], sent: list[Request]) -> Flow[Any]:
-    """``flow``, noting every request it sends."""
-    response: Response | None = None
-    while True:
-        try:
-            request = flow.send(response)  # type: ignore[arg-type]
-        except StopIteration as stop:
-            return stop.value
-        sent.append(request)
-        response = yield request
 
 
 def names(sent: list[Request]) -> list[str]:

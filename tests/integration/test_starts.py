@@ -28,7 +28,7 @@ from raftflow.transports.flow import Flow, Request, Response
 from raftflow.transports.payload import to_json
 from raftflow.transports.rqlite.local import LocalCluster
 
-from tests.support import clear_tables, execute, rows
+from tests.support import clear_tables, execute, recorded, rows
 
 NOW = 1_900_000_000.0
 
@@ -45,17 +45,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     backend.prepare(auto_migrate=True)
     yield backend
     backend.close()
-
-
-def recorded(flow: Flow[Any], sent: list[Request]) -> Flow[Any]:
-    response: Response | None = None
-    while True:
-        try:
-            request = flow.send(response)  # type: ignore[arg-type]
-        except StopIteration as stop:
-            return stop.value
-        sent.append(request)
-        response = yield request
 
 
 def start(backend: Backend, eid: str, sent: list[Request], **options: Any) -> StartOutcome:
