@@ -68,7 +68,8 @@ class StoreFlows:
         limit: tuple[str, int] | None = None,
         debounce: float | None = None,
     ) -> Flow[StartOutcome]:
-        """Create the execution and its first event (one statement), or find it there.
+        """Create the execution and its first event (one request: two plain inserts, or
+        the start view and a read for a limited or debounced start), or find it there.
 
         ``limit`` (key, slots): the execution waits, gated, for a slot of its key
         (migration 9). ``debounce``: its first event is parked that long, and a start of
