@@ -240,3 +240,40 @@ def test_backoff_doubles_up_to_a_second() -> None:
     _, _, sleeps = drive(WRITE, failing_then_ok(), retry_timeout=60)
     assert sleeps[:4] == [0.05, 0.1, 0.2, 0.4]
     assert max(sleeps) == 1.0
+
+
+# -- following the leader -----------------------------------------------------------------
+
+
+def forwarded(*results: dict[str, Any]) -> HttpReply:
+    """An answer a follower gave after forwarding the request to the leader."""
+    return HttpReply(200, json.dumps({"results": list(results)}).encode(), "127.0.0.1:4002")
+
+
+def test_a_forwarded_answer_moves_the_ring_to_the_next_node_once() -> None:
+    config = RqliteConfig(nodes=("http://a:1", "http://b:1", "http://c:1"))
+    ring = NodeRing(config.nodes)
+    clock = FakeClock()
+
+    def send(reply: HttpReply) -> HttpCall:
+        flow = exchange(config, ring, WRITE, clock)
+        call = next(flow)
+        with pytest.raises(StopIteration):
+            flow.send(reply)
+        assert isinstance(call, HttpCall)
+        return call
+
+    assert send(forwarded({"rows_affected": 1})).node == "http://a:1"
+    assert ring.node() == "http://b:1"  # a follower: the next request tries b
+    assert send(ok({"rows_affected": 1})).node == "http://b:1"
+    assert ring.node() == "http://b:1"  # b served it itself: the leader, kept
+    # Concurrent answers of one follower move the ring once, not once each.
+    ring.forwarded("http://b:1")
+    ring.forwarded("http://b:1")
+    assert ring.node() == "http://c:1"
+
+
+def test_a_lone_node_is_kept_even_when_it_forwards() -> None:
+    ring = NodeRing(("http://lb:4001",))  # e.g. a load balancer in front of the cluster
+    ring.forwarded("http://lb:4001")
+    assert ring.node() == "http://lb:4001"
