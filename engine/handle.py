@@ -19,6 +19,7 @@ from raftflow.transports.payload import check_seconds
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
+    from raftflow.engine.local import LocalWorkers
 
 T = TypeVar("T")
 
@@ -86,22 +87,34 @@ class WorkflowHandle(Generic[T]):
             )
             return drive(run, primitives.wait_child(run, self.id, timeout))  # type: ignore[no-any-return]
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = min(poll_interval, 0.01)
         local = self.engine.local
+        ticket = local.ticket()  # an outcome whose commit was sent later is handed over
+        local.watch(self.id)
+        try:
+            return self._wait(local, ticket, deadline, timeout, poll_interval)  # type: ignore[no-any-return]
+        finally:
+            local.unwatch(self.id)
+
+    def _wait(
+        self,
+        local: LocalWorkers,
+        ticket: int,
+        deadline: float | None,
+        timeout: float | None,
+        poll_interval: float,
+    ) -> Any:
+        delay = min(poll_interval, 0.01)
         status = Status.RUNNING
         read_at = time.monotonic()
         reads = 0
-        ticket = local.ticket()  # an outcome whose commit was sent later is handed over
         while True:
-            since = local.generation
+            since = local.news(self.id)
             holding = local.holds(self.id)
             # Once the worker's turn is over (its slot free again for this client's next
             # start), the outcome it committed since this call began needs no read.
             kept = None if holding else local.outcome(self.id, ticket)
             if kept is not None:
-                return self._outcome(  # type: ignore[no-any-return]
-                    kept.workflow, kept.status, kept.output, kept.error
-                )
+                return self._outcome(kept.workflow, kept.status, kept.output, kept.error)
             # Run here since its start: not read while the worker that runs it is at it (it
             # tells when its turn is over); read at least every HELD_READ seconds anyway.
             now = time.monotonic()
@@ -115,7 +128,7 @@ class WorkflowHandle(Generic[T]):
                 read_at, status = time.monotonic(), record.status
                 reads += 1
                 if record.status.is_final:
-                    return self._outcome(  # type: ignore[no-any-return]
+                    return self._outcome(
                         record.workflow, record.status, record.output, record.error
                     )
             if deadline is not None and time.monotonic() >= deadline:
@@ -125,9 +138,9 @@ class WorkflowHandle(Generic[T]):
             pause = HELD_READ if held else delay
             if deadline is not None:
                 pause = min(pause, max(0.0, deadline - time.monotonic()))
-            # Between polls, wake at once if a worker of this process finishes something
-            # (also during the read above: the generation was taken before it).
-            local.wait(since, pause)
+            # Between polls, wake at once at news of it from a worker of this process (also
+            # news during the read above: the count was taken before it).
+            local.wait(self.id, since, pause)
             if not held and reads >= DENSE_READS:
                 delay = min(delay * 1.5, poll_interval)
 

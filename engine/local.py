@@ -48,14 +48,27 @@ class Outcome:
     sent: int  # the counter's value just before the commit was sent
 
 
+@dataclass(slots=True)
+class _Watch:
+    """The result() waiters of one execution: how many, and the news they wait for."""
+
+    condition: threading.Condition
+    waiters: int = 0
+    news: int = 0
+
+
 class LocalWorkers:
     """The sessions of the workers running in this process, for one engine."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: list[Session] = []
-        self._finished = threading.Condition()
-        self._generation = 0  # counts finishes: a waiter compares it to what it read before
+        self._finished = threading.Lock()
+        # News per watched execution: a waiter compares its count to what it read before,
+        # and only the waiters of that execution wake. (One condition for all woke every
+        # result() thread of a C-client process at every finish, each taking the GIL from
+        # the worker's loop: measured in docs/performance.md.)
+        self._watched: dict[str, _Watch] = {}
         self._held: dict[str, int] = {}  # executions a local worker was handed at their start
         self._workflows: dict[str, str] = {}  # ... and their workflows
         self._outcomes: OrderedDict[str, Outcome] = OrderedDict()
@@ -78,11 +91,16 @@ class LocalWorkers:
                 return session
         return None
 
-    def finished(self) -> None:
-        """An execution finished in this process: wake the result() waiters."""
+    def finished(self, execution_id: str) -> None:
+        """An execution finished in this process: wake its result() waiters."""
         with self._finished:
-            self._generation += 1
-            self._finished.notify_all()
+            self._tell(execution_id)
+
+    def _tell(self, execution_id: str) -> None:
+        watch = self._watched.get(execution_id)  # called with the lock held
+        if watch is not None:
+            watch.news += 1
+            watch.condition.notify_all()
 
     def hold(self, execution_id: str, workflow: str | None) -> None:
         """A local worker was handed this execution (the start fast path): until
@@ -102,8 +120,7 @@ class LocalWorkers:
             else:
                 self._held.pop(execution_id, None)
                 self._workflows.pop(execution_id, None)
-            self._generation += 1
-            self._finished.notify_all()
+            self._tell(execution_id)
 
     def holds(self, execution_id: str) -> bool:
         """Whether a local worker is running the execution it was handed at its start."""
@@ -145,13 +162,30 @@ class LocalWorkers:
             kept = self._outcomes.get(execution_id)
             return kept if kept is not None and kept.sent > ticket else None
 
-    @property
-    def generation(self) -> int:
-        """Taken before reading an execution, so that a finish during the read is seen."""
-        return self._generation
-
-    def wait(self, since: int, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for an execution to finish in this process after
-        generation ``since`` (at once if one has already)."""
+    def watch(self, execution_id: str) -> None:
+        """A result() call begins waiting for the news of ``execution_id`` (until
+        :meth:`unwatch`)."""
         with self._finished:
-            self._finished.wait_for(lambda: self._generation != since, timeout)
+            watch = self._watched.get(execution_id)
+            if watch is None:
+                watch = self._watched[execution_id] = _Watch(threading.Condition(self._finished))
+            watch.waiters += 1
+
+    def unwatch(self, execution_id: str) -> None:
+        with self._finished:
+            watch = self._watched[execution_id]
+            watch.waiters -= 1
+            if not watch.waiters:
+                del self._watched[execution_id]
+
+    def news(self, execution_id: str) -> int:
+        """Taken before reading a watched execution, so that news during the read is seen."""
+        with self._finished:
+            return self._watched[execution_id].news
+
+    def wait(self, execution_id: str, since: int, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for news of the watched ``execution_id`` after
+        count ``since`` (at once if there is already)."""
+        with self._finished:
+            watch = self._watched[execution_id]
+            watch.condition.wait_for(lambda: watch.news != since, timeout)

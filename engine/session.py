@@ -162,7 +162,7 @@ class Session:
     def finished(self, execution_id: str, status: Status) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters."""
         self.hooks.after_execution(execution_id, status)
-        self.worker.engine.local.finished()
+        self.worker.engine.local.finished(execution_id)
 
     # -- Host: what an activation needs ---------------------------------------------------
 

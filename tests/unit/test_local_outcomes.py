@@ -74,17 +74,52 @@ def test_result_is_woken_when_the_worker_commits_the_outcome(engine: Engine) -> 
 
 
 def test_a_finish_before_the_wait_is_not_missed() -> None:
-    """The generation is taken before the read: a finish in between wakes at once."""
+    """The news count is taken before the read: a finish in between wakes at once."""
     local = LocalWorkers()
-    since = local.generation
-    local.finished()  # an outcome committed while the waiter was reading
+    local.watch("e1")
+    since = local.news("e1")
+    local.finished("e1")  # an outcome committed while the waiter was reading
     started = time.monotonic()
-    local.wait(since, 10.0)
+    local.wait("e1", since, 10.0)
     assert time.monotonic() - started < 1.0
-    since = local.generation
+    since = local.news("e1")
     started = time.monotonic()
-    local.wait(since, 0.2)  # nothing new: the full timeout
+    local.wait("e1", since, 0.2)  # nothing new: the full timeout
     assert time.monotonic() - started >= 0.19
+    local.unwatch("e1")
+
+
+def test_news_wakes_only_the_waiters_of_its_execution() -> None:
+    """A finish wakes the result() waiters of that execution, not every waiter in the
+    process; news of an execution nobody watches is not kept."""
+    local = LocalWorkers()
+    local.finished("nobody")  # not watched: nothing kept for a later waiter
+    local.watch("nobody")
+    assert local.news("nobody") == 0
+    local.unwatch("nobody")
+    woken: dict[str, float] = {}
+    local.watch("a")
+    local.watch("b")
+
+    def waiter(execution_id: str) -> None:
+        since = local.news(execution_id)
+        started = time.monotonic()
+        local.wait(execution_id, since, 1.5)
+        woken[execution_id] = time.monotonic() - started
+
+    threads = [threading.Thread(target=waiter, args=(e,)) for e in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    local.finished("a")
+    local.release("a")  # a turn's end is news too, to the same waiters only
+    for thread in threads:
+        thread.join()
+    assert woken["a"] < 1.0
+    assert woken["b"] >= 1.4  # slept its full timeout: "a"'s news was not for it
+    local.unwatch("a")
+    local.unwatch("b")
+    assert local._watched == {}  # nothing left behind
 
 
 def test_result_does_not_read_an_execution_its_process_runs(
