@@ -205,6 +205,15 @@ _ROW_FIELDS = [
     if name not in ("status", "writes", "full", "unlinked")
 ]
 
+#: What the lean statements read of a commit (``fragment.lean_step_values``,
+#: ``fragment.lean_fence``, ``lean_outcome``): half the full row's keys, half its JSON to
+#: encode on the worker and to parse on every node.
+_LEAN_ROW_FIELDS = (
+    "execution_id", "lease_seq", "lease_token", "commit_id", "worker_id", "step_idx",
+    "step_name", "step_kind", "step_status", "step_output", "step_error", "step_started_at",
+    "step_wake_at",
+)  # fmt: skip
+
 #: Calls whose record is always a new row, never the completion of a waiting one.
 _LEAN_KINDS = frozenset({"step", "sleep", "send", "child", "event"})
 
@@ -604,7 +613,10 @@ def _lean_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, 
     """The lean commits' INSERT, and (for several) the read of which applied."""
     if not commits:
         return ()
-    params = {"commits": _batch(commits, now, 0.0)}
+    rows = [{name: getattr(c, name) for name in _LEAN_ROW_FIELDS} for c in commits]
+    for row in rows:
+        row["now"] = now
+    params = {"commits": json.dumps(rows, separators=(",", ":"))}
     insert = STORE("lean_commit", params)
     return (insert,) if len(commits) == 1 else (insert, STORE("lean_outcome", params))
 

@@ -34,19 +34,30 @@ class Faults:
         self.rules: list[tuple[Predicate, BaseException, list[int]]] = []
         self.raised = 0
         self.lock = threading.Lock()
-        self.connection.send = self._send  # the worker's async twin sends through it too
+        self.run_at_once = self.connection.run_at_once
+        # The worker's async twin sends through run_at_once (on its loop), the rest of the
+        # engine through send.
+        self.connection.send = self._send
+        self.connection.run_at_once = self._run_at_once
 
     def fail(self, predicate: Predicate, error: BaseException, times: int = 1) -> None:
         self.rules.append((predicate, error, [times]))
 
-    def _send(self, request: Request) -> Any:
+    def _check(self, request: Request) -> None:
         with self.lock:
             for predicate, error, left in self.rules:
                 if left[0] > 0 and predicate(request):
                     left[0] -= 1
                     self.raised += 1
                     raise error
+
+    def _send(self, request: Request) -> Any:
+        self._check(request)
         return self.send(request)
+
+    def _run_at_once(self, request: Request) -> Any:
+        self._check(request)
+        return self.run_at_once(request)
 
 
 def names(request: Request) -> set[str]:

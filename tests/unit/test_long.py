@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine, Hooks, InvalidArgumentError
-from raftflow.transports.flow import Request, Response
+from raftflow.transports.flow import Request, Response, Result
 
 
 class RowsRead:
@@ -28,15 +28,34 @@ class RowsRead:
         self.rows = 0
         self.lock = threading.Lock()
 
-        def counting(request: Request) -> Response:
-            response = send(request)
-            for statement, result in zip(request.statements, response.results):
+        run_at_once, send_rest = connection.run_at_once, connection.send_rest
+
+        def count(request: Request, results: tuple[Result, ...], start: int = 0) -> None:
+            pairs = zip(request.statements[start:], results[start:])
+            for statement, result in pairs:
                 if statement.name in ("store.claimed_steps", "store.steps_page"):
                     with self.lock:
                         self.rows += len(result.rows)
+
+        def counting(request: Request) -> Response:
+            response = send(request)
+            count(request, response.results)
             return response
 
+        def counting_at_once(request: Request) -> tuple[Result, ...]:
+            done = run_at_once(request)
+            count(request, done)
+            return done
+
+        def counting_rest(request: Request, done: tuple[Result, ...]) -> Response:
+            response = send_rest(request, done)
+            count(request, response.results, start=len(done))
+            return response
+
+        # The worker's loop sends through run_at_once (and send_rest), the rest through send.
         connection.send = counting
+        connection.run_at_once = counting_at_once
+        connection.send_rest = counting_rest
 
 
 @pytest.fixture

@@ -21,6 +21,11 @@ from raftflow.transports.errors import ConfigurationError, DatabaseError
 from raftflow.transports.flow import Request, Response, Result
 
 MEMORY = ":memory:"
+#: How long :meth:`SqliteConnection.send_at_once` waits for another thread of this
+#: process to be done with the connection before it gives up.
+AT_ONCE_WAIT = 0.05
+#: The longest pause between two tries of a request that found the database locked.
+MAX_BUSY_DELAY = 0.05
 
 
 class SqliteConnection:
@@ -40,17 +45,17 @@ class SqliteConnection:
             self.path = os.path.abspath(path)
             self._identity = f"sqlite:{self.path}"
         try:
+            # No busy timeout in SQLite: a request that finds the database locked by
+            # another connection waits in _run (run_at_once must not wait at all).
             self._db = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
             )
             if path != MEMORY:
                 self._use_wal(busy_timeout)
         except sqlite3.Error as exc:
             raise DatabaseError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+        self._busy_timeout = busy_timeout
         self.round_trips = 0
 
     def _use_wal(self, timeout: float) -> None:
@@ -77,13 +82,77 @@ class SqliteConnection:
     def send(self, request: Request) -> Response:
         with self._lock:
             self.round_trips += 1
-            if request.transaction and len(request.statements) > 1:
-                results = self._run_transaction(request)
-            else:
-                results = [self._run_one(s.sql, s.params) for s in request.statements]
-        return Response(request, tuple(results))
+            return Response(request, self._run(request, wait=True))
 
-    def _run_transaction(self, request: Request) -> list[Result]:
+    def run_at_once(self, request: Request) -> tuple[Result, ...]:
+        """The results of ``request``'s statements that could run in the calling thread
+        without waiting, from the first: all of them, none, or (of a non-transactional
+        request) those before one that found the database locked by another connection.
+        Of the statements without a result nothing was applied; :meth:`send_rest` runs
+        them.
+
+        Used by the async twin to run requests on the event loop itself. A worker thread
+        per request cost the step path a GIL hand-off at every statement: the thread
+        waits for the busy loop to let go (up to the 5 ms switch interval) while holding
+        this connection, and the worker's next commits wait behind it (measured in
+        docs/performance.md)."""
+        # Another thread of this process using the connection is brief, and this wait
+        # releases the GIL, so that thread goes on at once. Bounded all the same.
+        if not self._lock.acquire(timeout=AT_ONCE_WAIT):
+            return ()
+        try:
+            results = self._run(request, wait=False)
+            self.round_trips += bool(results)
+            return results
+        finally:
+            self._lock.release()
+
+    def send_rest(self, request: Request, done: tuple[Result, ...]) -> Response:
+        """``request`` finished after :meth:`run_at_once` ran its first ``done``."""
+        with self._lock:
+            self.round_trips += not done
+            rest = Request(request.statements[len(done) :], request.transaction, request.level)
+            return Response(request, done + self._run(rest, wait=True))
+
+    def _run(self, request: Request, *, wait: bool) -> tuple[Result, ...]:
+        """Run ``request``; while another connection holds the database, retry up to the
+        busy timeout (``wait``) or stop before the statement that found it locked."""
+        delay, deadline = 0.001, time.monotonic() + self._busy_timeout
+        if request.transaction and len(request.statements) > 1:
+            while True:
+                try:
+                    results = self._run_transaction(request)
+                    if not any(_is_busy(r.error) for r in results):
+                        return results
+                    locked: str | sqlite3.OperationalError = "rolled back"
+                except sqlite3.OperationalError as exc:  # BEGIN IMMEDIATE found it locked
+                    if not _is_busy(str(exc)):
+                        raise
+                    locked = exc
+                if not wait:
+                    return ()
+                if time.monotonic() >= deadline:
+                    if isinstance(locked, sqlite3.OperationalError):
+                        raise locked
+                    return results
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_BUSY_DELAY)
+        done: list[Result] = []
+        for statement in request.statements:
+            while True:
+                result = self._run_one(statement.sql, statement.params)
+                if not _is_busy(result.error):
+                    break
+                if not wait:
+                    return tuple(done)  # locked before it wrote anything
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_BUSY_DELAY)
+            done.append(result)
+        return tuple(done)
+
+    def _run_transaction(self, request: Request) -> tuple[Result, ...]:
         results: list[Result] = []
         self._db.execute("BEGIN IMMEDIATE")
         for statement in request.statements:
@@ -95,9 +164,9 @@ class SqliteConnection:
                 results.extend(
                     Result(error=f"not executed: {result.error}") for _ in range(missing)
                 )
-                return results
+                return tuple(results)
         self._db.execute("COMMIT")
-        return results
+        return tuple(results)
 
     def _run_one(self, sql: str, params: Any) -> Result:
         try:
@@ -141,7 +210,11 @@ class AsyncSqliteConnection:
         return self.sync.round_trips
 
     async def send(self, request: Request) -> Response:
-        return await asyncio.to_thread(self.sync.send, request)
+        # On the loop as far as it need not wait (run_at_once says why), then in a thread.
+        done = self.sync.run_at_once(request)
+        if len(done) == len(request.statements):
+            return Response(request, done)
+        return await asyncio.to_thread(self.sync.send_rest, request, done)
 
     async def close(self) -> None:
         if self._owns:
@@ -149,6 +222,11 @@ class AsyncSqliteConnection:
 
     def __repr__(self) -> str:
         return f"<AsyncSqliteConnection {self.sync.path}>"
+
+
+def _is_busy(error: str | None) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds what the statement needs."""
+    return error is not None and ("database is locked" in error or "table is locked" in error)
 
 
 def path_from_url(url: str) -> str:
