@@ -75,7 +75,7 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
         f"{out['idle_poll']['leader_core_percent']}% of a core"
     )
     ctx.progress.start("latency, C=32, K=5, embedded SQLite (another process)")
-    out["embedded_32"] = _embedded(32, 64 if smoke else 256)
+    out["embedded_32"] = _embedded(32, 64 if smoke else 1024)
     ctx.progress.done(
         f"{out['embedded_32']['steps_per_s']} steps/s, step-to-step p99 "
         f"{out['embedded_32']['step_to_step']['p99_ms']} ms"
