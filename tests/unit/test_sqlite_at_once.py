@@ -169,3 +169,20 @@ def test_requests_from_threads_and_the_loop_share_the_connection(path: str) -> N
     values = _values(sync)
     assert len(values) == 200 and len(set(values)) == 200
     sync.close()
+
+
+def test_a_commit_found_locked_applies_nothing(path: str, holder: sqlite3.Connection) -> None:
+    """Outside WAL mode a reader blocks the COMMIT itself (it needs the file alone): the
+    transaction is rolled back and sent again once the reader is done, and applies once."""
+    connection = SqliteConnection(path)
+    connection.send(Request((Statement("mode", "PRAGMA journal_mode=DELETE"),)))
+    holder.execute("BEGIN")
+    holder.execute("SELECT COUNT(*) FROM t").fetchall()  # a read transaction: SHARED lock
+    request = Request((Statement("a", INSERT, (1,)), Statement("b", INSERT, (2,))))
+    assert connection.run_at_once(request) == ()
+    timer = _release_later(holder, 0.3)
+    response = connection.send_rest(request, ())
+    timer.join()
+    assert [r.error for r in response.results] == [None, None]
+    assert _values(connection) == [1, 2]
+    connection.close()

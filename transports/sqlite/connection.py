@@ -165,7 +165,13 @@ class SqliteConnection:
                     Result(error=f"not executed: {result.error}") for _ in range(missing)
                 )
                 return tuple(results)
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError:
+            # Busy (only outside WAL mode: readers hold the file): the transaction is
+            # still open; nothing of it applied.
+            self._db.execute("ROLLBACK")
+            raise
         return tuple(results)
 
     def _run_one(self, sql: str, params: Any) -> Result:
@@ -195,7 +201,8 @@ class SqliteConnection:
 
 
 class AsyncSqliteConnection:
-    """The async twin: the same connection, each request run in a worker thread."""
+    """The async twin: the same connection; a request runs on the event loop when it need
+    not wait (:meth:`SqliteConnection.run_at_once`), the rest of it in a worker thread."""
 
     def __init__(self, sync: SqliteConnection, *, owns: bool = True) -> None:
         self.sync = sync
