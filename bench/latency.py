@@ -44,10 +44,11 @@ def summary_ms(values: Sequence[float]) -> dict[str, Any]:
 def step_gaps(rows: Iterable[StepRow], turn: int | None = None) -> dict[str, list[float]]:
     """For consecutive steps of each execution: next step's start - this step's end.
 
-    With ``turn`` (the workers' ``steps_per_turn``) the gaps are also split in two: a step
-    whose index is a multiple of ``turn`` starts a new turn (its execution went back to
-    the queue and was claimed again, possibly after waiting for a free slot); the others
-    ran on the worker that still held the execution, without a claim.
+    With ``turn`` (the workers' ``steps_per_turn``, when they hand every turn back at that
+    length: ``yield_idle_turns``) the gaps are also split in two: a step whose index is a
+    multiple of ``turn`` starts a new turn (its execution went back to the queue and was
+    claimed again, possibly after waiting for a free slot); the others ran on the worker
+    that still held the execution, without a claim.
     """
     by_execution: dict[str, list[StepRow]] = defaultdict(list)
     for row in rows:

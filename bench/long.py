@@ -30,7 +30,7 @@ from raftflow.engine.errors import ResultTimeoutError
 
 from bench.phases import Context
 
-STEPS_PER_TURN = 16  # the WorkerOptions default: a claim every 16 steps
+STEPS_PER_TURN = 16  # the WorkerOptions default; handed back even with nothing waiting
 
 #: The statements whose rows are an execution's recorded history, read by a claim.
 HISTORY_READS = ("store.claimed_steps", "store.steps_page")
@@ -125,7 +125,10 @@ def run_one(
         with (
             HistoryRows() as history,
             engine.running_worker(
-                concurrency=1, sticky_cache=sticky_cache, steps_per_turn=STEPS_PER_TURN
+                concurrency=1,
+                sticky_cache=sticky_cache,
+                steps_per_turn=STEPS_PER_TURN,
+                yield_idle_turns=True,  # a turn's end is what is measured
             ) as worker,
         ):
             deadline = time.monotonic() + ctx.settings.phase_timeout

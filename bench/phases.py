@@ -374,7 +374,9 @@ def raftflow_summary(
     throughput = latency.throughput(rows)
     count, span = executions
     options = results[0].get("options", {}) if results else {}
-    turn = options.get("steps_per_turn")
+    # Turns end every steps_per_turn steps only when workers hand them back regardless;
+    # by default a turn goes on while nothing else waits, and step indexes say nothing.
+    turn = options.get("steps_per_turn") if options.get("yield_idle_turns") else None
     return {
         "workers": ctx.settings.workers,
         "concurrency": ctx.settings.concurrency,

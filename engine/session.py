@@ -5,7 +5,8 @@ One asyncio loop does all the I/O: the claim loop, the heartbeat and the committ
 workflows run in a thread pool and hand their commits to the loop. Per step, on rqlite,
 the hot path costs one HTTP request and one Raft entry (the fenced commit that also acks
 and publishes); a claim (one request) is needed only when an execution is picked up, and
-at most every ``steps_per_turn`` steps, which keeps service round-robin.
+at most every ``steps_per_turn`` steps while other executions wait to be claimed, which
+keeps service round-robin.
 
 Idle workers poll with a ``weak`` read (no Raft entry), and claim only when it says there
 is work. A failure outside user code (the network, rqlite, the clock, a bug of ours) is
@@ -53,6 +54,12 @@ if TYPE_CHECKING:
     from raftflow.engine.worker import Worker
 
 log = logging.getLogger("raftflow.worker")
+
+#: How long a read of whether other executions wait to be claimed is taken as current
+#: (keep_turn), and past what age it no longer counts at all: one weak read (no Raft entry)
+#: per WAITING_TTL at most, and only while turns reach ``steps_per_turn``.
+WAITING_TTL = 0.1
+WAITING_STALE = 1.0
 
 T = TypeVar("T")
 
@@ -106,6 +113,9 @@ class Session:
         self._reserved = 0  # slots promised to executions started in this process
         self._reserve_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # Whether another group waited to be claimed, and when that was read (keep_turn).
+        self._waiting: tuple[float, bool] | None = None
+        self._waiting_read: asyncio.Task[None] | None = None
 
     @property
     def round_trips(self) -> int:
@@ -205,9 +215,38 @@ class Session:
         return 0.0 if is_virtual(self.backend.queue.clock) else SHORT_WAIT
 
     def keep_turn(self, activation: Activation) -> bool:
-        return (
-            not self.stopping.is_set() and activation.turn_steps + 1 < self.options.steps_per_turn
-        )
+        """Whether ``activation`` goes on with its next step in this turn (called from the
+        thread that runs it). After ``steps_per_turn`` steps it is handed back only if
+        another execution waits to be claimed: fairness needs the slot then, and
+        otherwise a hand-back buys nothing and costs a claim (a Raft entry, and a wait)."""
+        if self.stopping.is_set():
+            return False
+        if activation.turn_steps + 1 < self.options.steps_per_turn:
+            return True
+        return not self.options.yield_idle_turns and not self._others_wait()
+
+    def _others_wait(self) -> bool:
+        """Whether some group waits to be claimed, as last read; older than WAITING_TTL
+        it is read again meanwhile, and unknown (or older than WAITING_STALE) counts as
+        no. Not as yes: a read taken just after a hand-back finds the handed-back group
+        itself waiting, and every turn would end again (the step after the read decides)."""
+        seen, now = self._waiting, self.loop.time()
+        if seen is None or now - seen[0] > WAITING_TTL:
+            self.loop.call_soon_threadsafe(self._read_waiting)
+        return seen is not None and now - seen[0] <= WAITING_STALE and seen[1]
+
+    def _read_waiting(self) -> None:
+        if self._waiting_read is None or self._waiting_read.done():
+            self._waiting_read = self.loop.create_task(self._read_waiting_now())
+
+    async def _read_waiting_now(self) -> None:
+        try:
+            ready = await self.backend.run(self.backend.queue.claimable(self.options.min_priority))
+        except Exception as exc:  # unknown (a claim would fail too: nobody is kept out)
+            log.debug("worker %s: reading the claimable groups failed: %s", self.worker_id, exc)
+            self._waiting = None
+        else:
+            self._waiting = (self.loop.time(), bool(ready))
 
     # -- the run --------------------------------------------------------------------------
 
@@ -238,7 +277,9 @@ class Session:
                 self.worker.engine.local.remove(self)
             await self._drain()
         finally:
-            background = (committer, heartbeat, presence, schedules, retention)
+            background = [committer, heartbeat, presence, schedules, retention]
+            if self._waiting_read is not None:
+                background.append(self._waiting_read)
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

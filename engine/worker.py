@@ -38,7 +38,13 @@ class WorkerOptions:
     worker_id: str | None = None
     min_priority: int = 0
     visibility: float = 30.0  # lease length; the heartbeat renews it for long steps
-    steps_per_turn: int = 16  # steps run without a new claim before yielding the turn
+    # Steps run without a new claim before the turn is handed back -- when another
+    # execution waits to be claimed (read at most every WAITING_TTL s). With nothing
+    # waiting, a hand-back would only cost a claim: a Raft entry, and the claim's wait.
+    steps_per_turn: int = 16
+    # Hand the turn back every steps_per_turn steps even with nothing waiting (the
+    # behaviour before; what tests of turn boundaries and replays use).
+    yield_idle_turns: bool = False
     poll_interval: float = 0.01  # first idle poll delay, doubling up to max_poll_interval
     max_poll_interval: float = 0.1  # idle polls are weak reads: no Raft entry
     drain_timeout: float = 30.0  # on stop: how long running steps may take to finish
@@ -99,6 +105,10 @@ class WorkerOptions:
         ):
             raise InvalidArgumentError(
                 f"sticky_cache_mb must be a positive number or None, not {self.sticky_cache_mb!r}"
+            )
+        if not isinstance(self.yield_idle_turns, bool):
+            raise InvalidArgumentError(
+                f"yield_idle_turns must be a bool, not {self.yield_idle_turns!r}"
             )
         check_priority(self.min_priority)
         if self.worker_id is not None:

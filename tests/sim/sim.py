@@ -18,7 +18,7 @@ import random
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -97,6 +97,9 @@ def make_plan(rng: random.Random, size: int) -> Plan:
         )
         for i in range(workers + 4)  # the replacements of killed workers too
     ]
+    # Turns past steps_per_turn go on while nothing waits (the default), except with 2,
+    # which hands them back anyway: both kinds run, and no draw is added to the plan.
+    options = [replace(o, yield_idle_turns=o.steps_per_turn == 2) for o in options]
     executions: list[Planned] = []
     horizon = rng.uniform(0.5, 6.0)
     kinds = (

@@ -228,7 +228,7 @@ def test_replay_reuses_recorded_steps(engine: Engine) -> None:
         return [square(i) for i in range(n)]
 
     handle = engine.start(squares, 5)
-    with engine.running_worker(steps_per_turn=1, sticky_cache=0):
+    with engine.running_worker(steps_per_turn=1, sticky_cache=0, yield_idle_turns=True):
         assert handle.result(timeout=10) == [0, 1, 4, 9, 16]
     assert step_runs == Counter({i: 1 for i in range(5)})  # never twice
     assert body_runs >= 5  # replayed after every step
@@ -255,7 +255,7 @@ def test_nondeterministic_workflow_fails_with_a_clear_error(engine: Engine) -> N
 
     handle = engine.start(fickle)
     with (
-        engine.running_worker(steps_per_turn=1, sticky_cache=0),
+        engine.running_worker(steps_per_turn=1, sticky_cache=0, yield_idle_turns=True),
         pytest.raises(WorkflowFailedError) as caught,
     ):
         handle.result(timeout=10)
@@ -285,6 +285,35 @@ def test_long_execution_does_not_starve_short_ones(engine: Engine) -> None:
         for handle in shorts:
             handle.result(timeout=60)
     assert finished[-1] == "long", finished
+
+
+def test_a_turn_goes_on_while_nothing_else_waits(engine: Engine) -> None:
+    """Past steps_per_turn an execution is handed back only for another that waits to
+    be claimed: alone, it runs its 40 steps in the turn it was handed at its start (no
+    claim, no replay); with yield_idle_turns it is handed back every 4 steps, as before."""
+    bodies = 0
+
+    @engine.step
+    def tick(i: int) -> int:
+        return i
+
+    @engine.workflow
+    def forty() -> int:
+        nonlocal bodies
+        bodies += 1
+        return sum(tick(i) for i in range(40))
+
+    with engine.running_worker(concurrency=1, steps_per_turn=4, sticky_cache=0) as worker:
+        assert engine.start(forty).result(timeout=30) == 780
+    assert worker.stats.claims == 0
+    assert bodies == 1
+    bodies = 0
+    with engine.running_worker(
+        concurrency=1, steps_per_turn=4, sticky_cache=0, yield_idle_turns=True
+    ) as worker:
+        assert engine.start(forty).result(timeout=30) == 780
+    assert worker.stats.claims >= 9  # each turn after the first
+    assert bodies >= 10  # replayed at every turn (no sticky cache)
 
 
 def test_get_list_and_timeouts(engine: Engine) -> None:

@@ -101,7 +101,7 @@ def test_the_same_worker_resumes_without_reading_the_history(engine: Engine, kin
 
     reads = RowsRead(engine)
     handle = engine.start(chain, 40)
-    with engine.running_worker(concurrency=1, steps_per_turn=4) as worker:
+    with engine.running_worker(concurrency=1, steps_per_turn=4, yield_idle_turns=True) as worker:
         assert handle.result(timeout=30) == sum(range(40))
     assert runs == Counter({i: 1 for i in range(40)})
     assert bodies == [40]  # the workflow's code ran once: no replay
@@ -114,7 +114,9 @@ def test_an_evicted_continuation_is_replayed(engine: Engine) -> None:
     reads = RowsRead(engine)
     handles = [engine.start(chain, 12) for _ in range(3)]
     # Room for one kept run: three executions taking turns evict each other.
-    with engine.running_worker(concurrency=1, steps_per_turn=2, sticky_cache=1) as worker:
+    with engine.running_worker(
+        concurrency=1, steps_per_turn=2, sticky_cache=1, yield_idle_turns=True
+    ) as worker:
         assert [h.result(timeout=30) for h in handles] == [sum(range(12))] * 3
     assert sum(runs.values()) == 36  # every step once, whatever was replayed
     assert len(bodies) > 3 and reads.rows > 0  # replays happened, reading the history
@@ -126,7 +128,9 @@ def test_the_memory_limit_drops_kept_runs(engine: Engine) -> None:
     every turn replays (and the steps still run once each)."""
     chain, runs, bodies = counted_chain(engine)
     handle = engine.start(chain, 12)
-    with engine.running_worker(concurrency=1, steps_per_turn=3, sticky_cache_mb=1) as worker:
+    with engine.running_worker(
+        concurrency=1, steps_per_turn=3, sticky_cache_mb=1, yield_idle_turns=True
+    ) as worker:
         assert handle.result(timeout=30) == sum(range(12))
     assert runs == Counter({i: 1 for i in range(12)})
     assert worker.stats.resumed == 0 and len(bodies) == 4  # 4 turns, each a replay
@@ -152,8 +156,8 @@ def test_a_stale_continuation_is_never_resumed(tmp_path: Path) -> None:
         chains = [counted_chain(engine) for engine in (first, second)]
         handle = first.start(chains[0][0], 30)
         with (
-            first.running_worker(concurrency=1, steps_per_turn=1) as one,
-            second.running_worker(concurrency=1, steps_per_turn=1) as two,
+            first.running_worker(concurrency=1, steps_per_turn=1, yield_idle_turns=True) as one,
+            second.running_worker(concurrency=1, steps_per_turn=1, yield_idle_turns=True) as two,
         ):
             assert handle.result(timeout=60) == sum(range(30))
         runs = chains[0][1] + chains[1][1]
@@ -176,7 +180,9 @@ def test_a_long_history_is_read_in_pages(engine: Engine, monkeypatch: pytest.Mon
     reads = RowsRead(engine)
     handle = engine.start(chain, 30)
     # No kept runs: each turn replays, reading the history 7 records at a time.
-    with engine.running_worker(concurrency=1, steps_per_turn=10, sticky_cache=0):
+    with engine.running_worker(
+        concurrency=1, steps_per_turn=10, sticky_cache=0, yield_idle_turns=True
+    ):
         assert handle.result(timeout=30) == sum(range(30))
     assert runs == Counter({i: 1 for i in range(30)})
     assert len(bodies) == 3 and reads.rows == 10 + 20  # turns 2 and 3 read 10 and 20
