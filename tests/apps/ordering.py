@@ -114,3 +114,22 @@ def assert_serial(runs: list[dict[str, Any]], *, excused_pids: Collection[int] =
     counted = [r for r in runs if r["pid"] not in excused_pids]
     for before, after in itertools.pairwise(counted):
         assert before["end"] <= after["start"], f"overlapping step runs: {before} {after}"
+
+
+def assert_ran_in_order_across_processes(
+    engine: Engine, handles: list[Any], log_dir: str, steps: int
+) -> None:
+    """Each execution's ``steps`` steps ran once each, in order, one at a time, and were
+    recorded so; the work spread over at least two worker processes; the queue is empty."""
+    runs = runs_by_execution(log_dir)
+    pids = set()
+    indexes = list(range(steps))
+    for handle in handles:
+        execution_runs = runs[handle.id]
+        assert [r["index"] for r in execution_runs] == indexes  # once each, in order
+        assert_serial(execution_runs)
+        assert [s.idx for s in handle.steps()] == indexes
+        pids.update(r["pid"] for r in execution_runs)
+    assert len(pids) >= 2, "the work should spread over the worker processes"
+    stats = engine.transport.stats()
+    assert (stats.messages, stats.groups) == (0, 0)

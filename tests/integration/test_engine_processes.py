@@ -19,7 +19,12 @@ from raftflow.engine import Engine, Status
 from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.apps import ordering
-from tests.apps.ordering import Spec, assert_serial, runs_by_execution
+from tests.apps.ordering import (
+    Spec,
+    assert_ran_in_order_across_processes,
+    assert_serial,
+    runs_by_execution,
+)
 from tests.integration.workers import rotated_url, workers
 from tests.support import wait_until
 
@@ -46,17 +51,7 @@ def test_steps_run_in_order_one_at_a_time_across_processes(
         results = [handle.result(timeout=120) for handle in handles]
 
     assert results == [ordering.expected(spec) for spec in specs]
-    runs = runs_by_execution(str(tmp_path))
-    pids = set()
-    for handle in handles:
-        execution_runs = runs[handle.id]
-        assert [r["index"] for r in execution_runs] == [0, 1, 2, 3, 4]  # once each, in order
-        assert_serial(execution_runs)
-        assert [s.idx for s in handle.steps()] == [0, 1, 2, 3, 4]
-        pids.update(r["pid"] for r in execution_runs)
-    assert len(pids) >= 2, "the work should spread over the worker processes"
-    stats = engine.transport.stats()
-    assert (stats.messages, stats.groups) == (0, 0)
+    assert_ran_in_order_across_processes(engine, handles, str(tmp_path), steps=5)
 
 
 def test_async_workflows_run_in_worker_processes(

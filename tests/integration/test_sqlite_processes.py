@@ -12,7 +12,7 @@ import pytest
 from raftflow.engine import Engine
 
 from tests.apps import ordering
-from tests.apps.ordering import Spec, assert_serial, runs_by_execution
+from tests.apps.ordering import Spec, assert_ran_in_order_across_processes
 from tests.integration.workers import WorkerProcess
 from tests.support import wait_until
 
@@ -42,15 +42,5 @@ def test_worker_processes_share_one_sqlite_file(url: str, tmp_path: Path) -> Non
         codes = [worker.stop() for worker in started]
     assert codes == [0, 0, 0], [w.output()[-2000:] for w in started]
     assert results == [ordering.expected(spec) for spec in specs]
-    runs = runs_by_execution(str(tmp_path))
-    pids = set()
-    for handle in handles:
-        execution_runs = runs[handle.id]
-        assert [r["index"] for r in execution_runs] == [0, 1, 2, 3, 4]  # once each, in order
-        assert_serial(execution_runs)
-        assert [s.idx for s in handle.steps()] == [0, 1, 2, 3, 4]
-        pids.update(r["pid"] for r in execution_runs)
-    assert len(pids) >= 2, "the work should spread over the worker processes"
-    stats = engine.transport.stats()
-    assert (stats.messages, stats.groups) == (0, 0)
+    assert_ran_in_order_across_processes(engine, handles, str(tmp_path), steps=5)
     assert "database is locked" not in "".join(w.output() for w in started)
