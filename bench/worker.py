@@ -50,7 +50,12 @@ def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
         if name not in defaults:
             raise SystemExit(f"unknown WorkerOptions field {name!r} (have {sorted(defaults)})")
         kind = type(defaults[name])
-        out[name] = text if defaults[name] is None else kind(text)
+        if kind is bool:  # bool("False") is True
+            if text.lower() not in ("true", "false"):
+                raise SystemExit(f"{name} takes true or false, not {text!r}")
+            out[name] = text.lower() == "true"
+        else:
+            out[name] = text if defaults[name] is None else kind(text)
     return out
 
 
