@@ -21,7 +21,7 @@ from raftflow.transports.errors import ConfigurationError, DatabaseError
 from raftflow.transports.flow import Request, Response, Result
 
 MEMORY = ":memory:"
-#: How long :meth:`SqliteConnection.send_at_once` waits for another thread of this
+#: How long :meth:`SqliteConnection.run_at_once` waits for another thread of this
 #: process to be done with the connection before it gives up.
 AT_ONCE_WAIT = 0.05
 #: The longest pause between two tries of a request that found the database locked.
@@ -80,9 +80,7 @@ class SqliteConnection:
         return self._identity
 
     def send(self, request: Request) -> Response:
-        with self._lock:
-            self.round_trips += 1
-            return Response(request, self._run(request, wait=True))
+        return self.send_rest(request, ())
 
     def run_at_once(self, request: Request) -> tuple[Result, ...]:
         """The results of ``request``'s statements that could run in the calling thread
