@@ -21,8 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: The kinds of a commit request (its first statement: a batch holding lean step commits
-#: is a ``store.lean_commit``, one of outcomes only a ``store.lean_final(s)``).
-COMMIT_KINDS = ("store.commit", "store.lean_commit", "store.lean_final", "store.lean_finals")
+#: is a ``store.lean_commit`` (``store.lean_step`` for one), one of outcomes only a
+#: ``store.lean_final(s)``).
+COMMIT_KINDS = (
+    "store.commit", "store.lean_commit", "store.lean_step", "store.lean_final",
+    "store.lean_finals",
+)  # fmt: skip
 #: Kinds whose request latencies are kept (every sample, for percentiles).
 TIMED_KINDS = (*COMMIT_KINDS, "queue.claim", "queue.claimable", "commit.wait", "naive.claim")
 

@@ -5,6 +5,7 @@ and times, in alternating rounds of N requests each (the machine is noisy: compa
 medians of the same round):
 
 - ``raw``: a single-row INSERT into a scratch table (the raw phase's write);
+- ``lean``: the lean commit of one step within a worker's turn (``lean_step``);
 - ``final unlinked`` / ``final lean`` / ``final full``: the commit of a 1-step workflow's
   outcome with its step's record (``EngineFlows.commit`` of one commit), as the lean final
   commit of an execution without a parent or a limit (``lean_final_unlinked``), as the
@@ -42,7 +43,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument(
-        "--only", default="raw,final unlinked,final lean,final full,start,start view"
+        "--only", default="raw,lean,final unlinked,final lean,final full,start,start view"
     )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.only.split(",")]
@@ -85,6 +86,19 @@ def main() -> None:
 
             return once
 
+        def lean() -> float:
+            base = started()
+            commit = replace(
+                base, status=Status.RUNNING, output=None, step_kind="step", step_attempts=1,
+                next_token=base.lease_token,
+            )  # fmt: skip
+            assert commit.lean
+            t = time.perf_counter()
+            (outcome,) = backend.run(backend.flows.commit([commit], 30.0))
+            elapsed = time.perf_counter() - t
+            assert outcome.applied
+            return elapsed
+
         def raw() -> float:
             t = time.perf_counter()
             backend.run(_single(Statement("probe.raw", RAW, {"v": 1})))
@@ -113,6 +127,7 @@ def main() -> None:
 
         probes = {
             "raw": raw,
+            "lean": lean,
             "final unlinked": final(False, unlinked=True),
             "final lean": final(False),
             "final full": final(True),

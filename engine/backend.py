@@ -610,15 +610,17 @@ def _batch(commits: Sequence[Commit], now: float, expiry: float) -> str:
 
 
 def _lean_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, ...]:
-    """The lean commits' INSERT, and (for several) the read of which applied."""
+    """The lean commits' INSERT (``lean_step`` for one), and (for several) the read of
+    which applied."""
     if not commits:
         return ()
     rows = [{name: getattr(c, name) for name in _LEAN_ROW_FIELDS} for c in commits]
     for row in rows:
         row["now"] = now
+    if len(rows) == 1:  # named parameters: cheaper than json_each for one
+        return (STORE("lean_step", rows[0]),)
     params = {"commits": json.dumps(rows, separators=(",", ":"))}
-    insert = STORE("lean_commit", params)
-    return (insert,) if len(commits) == 1 else (insert, STORE("lean_outcome", params))
+    return (STORE("lean_commit", params), STORE("lean_outcome", params))
 
 
 def _final_statements(commits: Sequence[Commit], now: float) -> tuple[Statement, ...]:

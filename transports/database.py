@@ -40,15 +40,16 @@ class ConnectOptions(TypedDict, total=False):
     ``True``, ``False`` or the path of a CA bundle; ``timeout`` bounds one HTTP attempt,
     ``retry_timeout`` all the attempts of one request across nodes and leader changes,
     ``connect_timeout`` the wait for a leader with a quorum at connect; ``http`` picks
-    the sync client's library (``"httpx"`` or ``"requests"``; the async twin always uses
-    httpx); ``clock`` replaces the one lease deadlines use (tests skew it).
+    the HTTP client (``"h11"``, the default: raftflow's own keep-alive sockets framed by
+    h11; ``"httpx"``, the spec's; ``"requests"`` for the sync connection, whose async twin
+    then uses h11); ``clock`` replaces the one lease deadlines use (tests skew it).
     """
 
     verify: bool | str
     timeout: float
     retry_timeout: float
     connect_timeout: float
-    http: Literal["httpx", "requests"]
+    http: Literal["h11", "httpx", "requests"]
     clock: Clock
 
 
@@ -138,7 +139,6 @@ async def aopen_database(
     if scheme_of(url) == "rqlite":
         from raftflow.transports.rqlite.client import aconnect
 
-        options.pop("http", None)  # the async twin always speaks httpx
         cluster = await aconnect(url, **options)
         return AsyncDatabase(cluster, clock or ClusterClock(QUERIES("clock")))
     from raftflow.transports.sqlite.connection import (

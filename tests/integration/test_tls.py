@@ -43,15 +43,18 @@ def tls_node(
         yield cluster, ca_path
 
 
-@pytest.mark.parametrize("kind", ["httpx", "requests", "async"])
+@pytest.mark.parametrize("kind", ["h11", "httpx", "requests", "async", "async-httpx"])
 def test_verified_https_works(
     tls_node: tuple[LocalCluster, Path], kind: str, loop_thread: LoopThread
 ) -> None:
     cluster, ca_path = tls_node
     assert cluster.url.startswith("https://")
     transport: Any
-    if kind == "async":
-        twin = loop_thread.run(AsyncRqliteTransport.from_url(cluster.url, verify=str(ca_path)))
+    if kind.startswith("async"):
+        http = "httpx" if kind == "async-httpx" else "h11"
+        twin = loop_thread.run(
+            AsyncRqliteTransport.from_url(cluster.url, verify=str(ca_path), http=http)
+        )
         transport = SyncView(twin, loop_thread)
     else:
         transport = RqliteTransport.from_url(cluster.url, verify=str(ca_path), http=kind)
@@ -64,7 +67,7 @@ def test_verified_https_works(
         transport.close()
 
 
-@pytest.mark.parametrize("kind", ["httpx", "requests"])
+@pytest.mark.parametrize("kind", ["h11", "httpx", "requests"])
 def test_untrusted_certificate_is_refused_at_once(
     tls_node: tuple[LocalCluster, Path], kind: str
 ) -> None:

@@ -513,7 +513,7 @@ def _plan_problems(details: list[str]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("transport_kind", ["httpx"])
+@pytest.mark.parametrize("transport_kind", ["h11"])
 def test_claim_plan_walks_the_indexes_on_rqlite(transport: Any) -> None:
     """rqlite refuses ``EXPLAIN QUERY PLAN UPDATE`` on /db/query ("attempt to change
     database via query operation") and runs it as a write elsewhere, so the plan of the
@@ -597,7 +597,7 @@ def _median_claim_statement_time(transport: Any, cluster: LocalCluster, claims: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("transport_kind", ["httpx"])
+@pytest.mark.parametrize("transport_kind", ["h11"])
 def test_claim_latency_does_not_grow_with_the_queue(transport: Any, cluster: LocalCluster) -> None:
     _bulk_publish(cluster, groups=10, per_group=1, prefix="small-")
     _median_claim_latency(transport, 10)  # warm up connections and the clock

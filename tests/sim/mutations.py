@@ -3,8 +3,9 @@
 They change nothing in the engine's files: a mutation rewrites the SQL the simulated
 cluster receives, or patches a function for the duration of one simulation.
 
-- ``no-fence``: a step checkpoint within a worker's turn (``lean_commit``) no longer checks
-  that the committer still holds the lease -- a stalled worker's late result is recorded.
+- ``no-fence``: a step checkpoint within a worker's turn (``lean_commit``, ``lean_step``) no
+  longer checks that the committer still holds the lease -- a stalled worker's late result
+  is recorded.
 - ``no-final-fence``: the outcome of an execution committed lean (``lean_final`` or
   ``lean_final_unlinked``, and ``lean_final_step``) no longer checks the lease -- a stalled
   worker's late outcome and last record are written over another worker's run (the ack
@@ -50,7 +51,9 @@ class Mutation:
         return None
 
 
-_LEAN_FENCE = re.compile(r"AND m\.locked_by = json_extract\(c\.value, '\$\.lease_token'\)")
+_LEAN_FENCE = re.compile(
+    r"AND m\.locked_by = (json_extract\(c\.value, '\$\.lease_token'\)|:lease_token)"
+)
 
 
 class NoFence(Mutation):

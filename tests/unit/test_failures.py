@@ -66,7 +66,13 @@ def names(request: Request) -> set[str]:
 
 def is_commit(request: Request) -> bool:
     return bool(
-        {"store.commit", "store.lean_commit", "store.lean_final", "store.lean_finals"}
+        {
+            "store.commit",
+            "store.lean_commit",
+            "store.lean_step",
+            "store.lean_final",
+            "store.lean_finals",
+        }
         & names(request)
     )
 

@@ -44,6 +44,7 @@ HOT_PATH = [
     (STORE, "commit"),
     (STORE, "commit_outcome"),
     (STORE, "lean_commit"),
+    (STORE, "lean_step"),
     (STORE, "lean_outcome"),
     (STORE, "lean_final"),
     (STORE, "lean_final_unlinked"),

