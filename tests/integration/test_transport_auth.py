@@ -82,6 +82,7 @@ def test_a_wrong_password_fails_at_from_url_and_is_never_shown(
     admin: Any,
     connect: Callable[..., Any],
     caplog: pytest.LogCaptureFixture,
+    transport_kind: str,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     started = time.monotonic()
@@ -100,7 +101,8 @@ def test_a_wrong_password_fails_at_from_url_and_is_never_shown(
         "repr(connection)": repr(admin.connection),
     }.items():
         assert_no_secret(text, where)
-    assert caplog.records, "expected the HTTP libraries to log at DEBUG"
+    if transport_kind == "requests":  # h11 and our sockets log nothing of their own
+        assert caplog.records, "expected the HTTP library to log at DEBUG"
     assert_no_secret(caplog.text, "the log records")
     for record in caplog.records:
         assert_no_secret(record.getMessage(), f"log record {record.name}")
