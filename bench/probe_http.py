@@ -2,7 +2,7 @@
 
 ``python -m bench.probe_http [--rounds R] [--n N]`` starts a local 3-node rqlite cluster
 and sends single-row INSERTs to its leader, one at a time, through raftflow's connection
-with each HTTP client -- ``h11`` (raftflow's own sockets, the default) and ``httpx`` --
+with each HTTP client -- ``raftflow`` (its own, the default) and ``httpx`` --
 sync and async, in alternating rounds of N requests. It prints each round's p50 and the
 process CPU per request (the machine is noisy: compare within a round).
 """
@@ -25,7 +25,7 @@ from raftflow.transports.rqlite.local.cluster import LocalCluster
 from raftflow.transports.rqlite.protocol import RqliteConfig
 
 INSERT = Statement("probe.raw", "INSERT INTO probe_http (v) VALUES (:v)", {"v": 1})
-KINDS = ("sync h11", "sync httpx", "async h11", "async httpx")
+KINDS = ("sync raftflow", "sync httpx", "async raftflow", "async httpx")
 
 
 def main() -> None:
@@ -55,7 +55,7 @@ def main() -> None:
 def _probe(kind: str, config: RqliteConfig, n: int) -> Callable[[], tuple[float, float]]:
     """A function timing ``n`` requests: (p50 ms, process CPU us per request)."""
     mode, library = kind.split()
-    http: HttpLibrary = "httpx" if library == "httpx" else "h11"
+    http: HttpLibrary = "httpx" if library == "httpx" else "raftflow"
     if mode == "sync":
 
         def sync_round() -> tuple[float, float]:

@@ -40,16 +40,16 @@ class ConnectOptions(TypedDict, total=False):
     ``True``, ``False`` or the path of a CA bundle; ``timeout`` bounds one HTTP attempt,
     ``retry_timeout`` all the attempts of one request across nodes and leader changes,
     ``connect_timeout`` the wait for a leader with a quorum at connect; ``http`` picks
-    the HTTP client (``"h11"``, the default: raftflow's own keep-alive sockets framed by
-    h11; ``"httpx"``, the spec's; ``"requests"`` for the sync connection, whose async twin
-    then uses h11); ``clock`` replaces the one lease deadlines use (tests skew it).
+    the HTTP client (``"raftflow"``, the default: raftflow's own HTTP/1.1 on keep-alive
+    sockets; ``"httpx"``, the spec's; ``"requests"`` for the sync connection, whose async
+    twin then uses raftflow's); ``clock`` replaces the one lease deadlines use (tests skew it).
     """
 
     verify: bool | str
     timeout: float
     retry_timeout: float
     connect_timeout: float
-    http: Literal["h11", "httpx", "requests"]
+    http: Literal["raftflow", "httpx", "requests"]
     clock: Clock
 
 

@@ -19,7 +19,7 @@ from tests.support import LoopThread, SyncView, clear_tables
 #: Each test of a transport runs on each: sync httpx and the async twin over httpx (the
 #: spec's client) are covered by test_transport_failover.py, test_tls.py and
 #: test_transport_concurrency.py.
-TRANSPORT_KINDS = ["h11", "requests", "async"]
+TRANSPORT_KINDS = ["raftflow", "requests", "async"]
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@
     python -m tests.integration.queue_worker produce --urls U1,U2,U3 --kind requests \\
         --plan plan.json --go GO_FILE
 
-Every process opens its own transport (``--kind``: h11, httpx, requests, async or
+Every process opens its own transport (``--kind``: raftflow, httpx, requests, async or
 async-httpx) through the node list in the order given, waits for ``GO_FILE`` (so that they
 all start together once imported), then works. A consumer claims, "processes" a message by sleeping
 ``--work-ms``, appends one JSON line ``{uid, group, i, seq, attempts, start, end, pid,
@@ -82,7 +82,7 @@ def consume_sync(args: argparse.Namespace) -> None:
 
 
 async def consume_async(args: argparse.Namespace) -> None:
-    http = "httpx" if args.kind == "async-httpx" else "h11"
+    http = "httpx" if args.kind == "async-httpx" else "raftflow"
     transport = await AsyncRqliteTransport.from_url(args.urls, http=http, create_schema=False)
     stop, work = Path(args.stop), args.work_ms / 1000
     async with transport:
@@ -120,14 +120,14 @@ def produce(args: argparse.Namespace) -> None:
             time.sleep(0.001)
 
 
-KINDS = ["h11", "httpx", "requests", "async", "async-httpx"]
+KINDS = ["raftflow", "httpx", "requests", "async", "async-httpx"]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.integration.queue_worker")
     parser.add_argument("role", choices=["consume", "produce"])
     parser.add_argument("--urls", required=True, type=lambda s: s.split(","))
-    parser.add_argument("--kind", choices=KINDS, default="h11")
+    parser.add_argument("--kind", choices=KINDS, default="raftflow")
     parser.add_argument("--go", required=True)
     parser.add_argument("--stop")
     parser.add_argument("--out")

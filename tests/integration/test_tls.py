@@ -43,7 +43,7 @@ def tls_node(
         yield cluster, ca_path
 
 
-@pytest.mark.parametrize("kind", ["h11", "httpx", "requests", "async", "async-httpx"])
+@pytest.mark.parametrize("kind", ["raftflow", "httpx", "requests", "async", "async-httpx"])
 def test_verified_https_works(
     tls_node: tuple[LocalCluster, Path], kind: str, loop_thread: LoopThread
 ) -> None:
@@ -51,7 +51,7 @@ def test_verified_https_works(
     assert cluster.url.startswith("https://")
     transport: Any
     if kind.startswith("async"):
-        http = "httpx" if kind == "async-httpx" else "h11"
+        http = "httpx" if kind == "async-httpx" else "raftflow"
         twin = loop_thread.run(
             AsyncRqliteTransport.from_url(cluster.url, verify=str(ca_path), http=http)
         )
@@ -67,7 +67,7 @@ def test_verified_https_works(
         transport.close()
 
 
-@pytest.mark.parametrize("kind", ["h11", "httpx", "requests"])
+@pytest.mark.parametrize("kind", ["raftflow", "httpx", "requests"])
 def test_untrusted_certificate_is_refused_at_once(
     tls_node: tuple[LocalCluster, Path], kind: str
 ) -> None:

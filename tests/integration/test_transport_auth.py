@@ -101,7 +101,7 @@ def test_a_wrong_password_fails_at_from_url_and_is_never_shown(
         "repr(connection)": repr(admin.connection),
     }.items():
         assert_no_secret(text, where)
-    if transport_kind == "requests":  # h11 and our sockets log nothing of their own
+    if transport_kind == "requests":  # raftflow's own client logs nothing
         assert caplog.records, "expected the HTTP library to log at DEBUG"
     assert_no_secret(caplog.text, "the log records")
     for record in caplog.records:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Sized for this 2-core machine, where a 3-node cluster commits ~100-150 writes/s.
 GROUPS, PER_GROUP = 30, 8  # published before the consumers start
 MORE_PER_GROUP, NEW_GROUPS = 3, 6  # published by the producer process while they run
-CONSUMER_KINDS = ["h11", "requests", "async", "httpx", "async-httpx", "h11"]
+CONSUMER_KINDS = ["raftflow", "requests", "async", "httpx", "async-httpx", "raftflow"]
 ASYNC_TASKS = 3
 
 

@@ -27,7 +27,7 @@ from raftflow.transports.rqlite.local import LocalCluster, pick_free_ports
 from tests.integration.lossy_proxy import LossyProxy
 from tests.support import LoopThread, SyncView, wait_until
 
-KINDS = ("h11", "httpx", "requests", "async", "async-httpx")
+KINDS = ("raftflow", "httpx", "requests", "async", "async-httpx")
 ZERO = QueueStats(messages=0, leased=0, parked=0, groups=0)
 #: Leases in the leader-kill test: longer than an election, short enough that a lease
 #: orphaned by a claim that failed after being applied comes back within the test.
@@ -43,7 +43,7 @@ def open_kind(loop_thread: LoopThread) -> Iterator[Callable[..., Any]]:
 
     def open_(kind: str, urls: Any, **options: Any) -> Any:
         if kind.startswith("async"):
-            http = "httpx" if kind == "async-httpx" else "h11"
+            http = "httpx" if kind == "async-httpx" else "raftflow"
             twin = loop_thread.run(AsyncRqliteTransport.from_url(urls, http=http, **options))
             with lock:
                 opened.append(twin)

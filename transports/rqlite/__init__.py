@@ -14,7 +14,7 @@ accepting only rqlite URLs::
 
     RqliteTransport.from_url(
         "http://user:secret@10.0.0.1:4001,10.0.0.2:4001",
-        http="h11",              # or "httpx", or "requests" (pip install 'raftflow[requests]')
+        http="raftflow",         # or "httpx", or "requests" (pip install 'raftflow[requests]')
         verify=True,             # False, or the path of a CA bundle
         timeout=10.0,            # one HTTP attempt
         retry_timeout=15.0,      # all the attempts of one request

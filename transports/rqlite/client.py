@@ -30,12 +30,12 @@ from raftflow.transports.rqlite.protocol import (
 )
 from raftflow.transports.rqlite.wire import AsyncWire, SyncWire
 
-#: The HTTP client of a connection. ``"h11"`` (the default) is raftflow's own keep-alive
-#: sockets with h11 framing (:mod:`raftflow.transports.rqlite.wire`: 1-3 ms less per
-#: request than httpx here); ``"httpx"`` is the spec's client, ``"requests"`` (sync only)
-#: the optional extra.
-HttpLibrary = Literal["h11", "httpx", "requests"]
-HTTP_LIBRARIES: tuple[HttpLibrary, ...] = ("h11", "httpx", "requests")
+#: The HTTP client of a connection. ``"raftflow"`` (the default) is raftflow's own HTTP/1.1
+#: on keep-alive sockets (:mod:`raftflow.transports.rqlite.wire`: 1-2 ms less per request
+#: than httpx here); ``"httpx"`` is the spec's client, ``"requests"`` (sync only) the
+#: optional extra.
+HttpLibrary = Literal["raftflow", "httpx", "requests"]
+HTTP_LIBRARIES: tuple[HttpLibrary, ...] = ("raftflow", "httpx", "requests")
 
 # A strong read goes through the Raft log, so it proves a leader *with a quorum* can
 # serve -- a weak one is answered by a leader that lost its quorum and has not noticed.
@@ -135,7 +135,7 @@ class _Connection:
 class RqliteConnection(_Connection):
     """A sync connection to an rqlite cluster (see :data:`HttpLibrary` for ``http``)."""
 
-    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "h11") -> None:
+    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "raftflow") -> None:
         super().__init__(config)
         _check_library(http, HTTP_LIBRARIES)
         self._http: _SyncHttp
@@ -161,7 +161,7 @@ class RqliteConnection(_Connection):
     def to_async(self) -> AsyncRqliteConnection:
         """An async connection to the same cluster with the same credentials and options."""
         return AsyncRqliteConnection(
-            self.config, http="httpx" if self.http_library == "httpx" else "h11"
+            self.config, http="httpx" if self.http_library == "httpx" else "raftflow"
         )
 
     def _run(self, flow: Exchange) -> Response:
@@ -183,12 +183,12 @@ class RqliteConnection(_Connection):
 
 
 class AsyncRqliteConnection(_Connection):
-    """The async twin of :class:`RqliteConnection`: ``http`` is ``"h11"`` (the default) or
+    """The async twin of :class:`RqliteConnection`: ``http`` is ``"raftflow"`` (the default) or
     ``"httpx"`` (``httpx.AsyncClient``, the spec's client)."""
 
-    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "h11") -> None:
+    def __init__(self, config: RqliteConfig, *, http: HttpLibrary = "raftflow") -> None:
         super().__init__(config)
-        _check_library(http, ("h11", "httpx"))
+        _check_library(http, ("raftflow", "httpx"))
         self._http: _AsyncHttp = _HttpxAsync(config) if http == "httpx" else AsyncWire(config)
         self.http_library: HttpLibrary = http
 
@@ -316,7 +316,7 @@ def _served_by(headers: Any) -> str | None:
 
 
 def connect(
-    url: str | Sequence[str], *, http: HttpLibrary = "h11", **options: Any
+    url: str | Sequence[str], *, http: HttpLibrary = "raftflow", **options: Any
 ) -> RqliteConnection:
     """Parse ``url`` (``options`` are :class:`RqliteConfig` fields), open a connection and
     wait up to ``connect_timeout`` for a leader with a quorum; closed again on failure."""
@@ -330,10 +330,10 @@ def connect(
 
 
 async def aconnect(
-    url: str | Sequence[str], *, http: HttpLibrary = "h11", **options: Any
+    url: str | Sequence[str], *, http: HttpLibrary = "raftflow", **options: Any
 ) -> AsyncRqliteConnection:
-    """The async twin of :func:`connect` (``http="requests"`` means ``"h11"`` here)."""
-    library: HttpLibrary = "httpx" if http == "httpx" else "h11"
+    """The async twin of :func:`connect` (``http="requests"`` means ``"raftflow"`` here)."""
+    library: HttpLibrary = "httpx" if http == "httpx" else "raftflow"
     _check_library(http, HTTP_LIBRARIES)
     connection = AsyncRqliteConnection(RqliteConfig.from_url(url, **options), http=library)
     try:
