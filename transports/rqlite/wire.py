@@ -292,6 +292,36 @@ class _Pool(Generic[L]):
         return links
 
 
+class _Driver(Generic[L]):
+    """What both drivers hold: the credentials' header, the TLS context (made on first
+    use), the pool; and what they do with a connection once its reply is read."""
+
+    def __init__(
+        self, config: RqliteConfig, is_fresh: Callable[[L], bool], close: Callable[[L], None]
+    ) -> None:
+        self._authorization = _authorization(config)
+        self._verify = config.verify
+        self._tls: ssl.SSLContext | None = None
+        self._pool: _Pool[L] = _Pool(is_fresh, close)
+        self._close = close
+
+    def _context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = tls_context(self._verify)
+        return self._tls
+
+    def _release(self, node: str, link: L, framing: Framing) -> None:
+        """Back to the pool if the reply left it ready for another request, else closed."""
+        if framing.next_cycle():
+            self._pool.put(node, link)
+        else:
+            self._close(link)
+
+    def _drain(self) -> None:
+        for link in self._pool.drain():
+            self._close(link)
+
+
 # ----------------------------------------------------------------------------------- sync
 
 
@@ -315,14 +345,11 @@ def _close_socket(link: _SocketLink) -> None:
         link.sock.close()
 
 
-class SyncWire:
+class SyncWire(_Driver[_SocketLink]):
     """The sync driver: blocking sockets, one per request in flight, shared by threads."""
 
     def __init__(self, config: RqliteConfig) -> None:
-        self._authorization = _authorization(config)
-        self._tls: ssl.SSLContext | None = None
-        self._verify = config.verify
-        self._pool: _Pool[_SocketLink] = _Pool(_socket_is_fresh, _close_socket)
+        super().__init__(config, _socket_is_fresh, _close_socket)
 
     def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         origin = origin_of(call.node)
@@ -347,10 +374,7 @@ class SyncWire:
         except BaseException:
             _close_socket(link)
             raise
-        if link.framing.next_cycle():
-            self._pool.put(call.node, link)
-        else:
-            _close_socket(link)
+        self._release(call.node, link, link.framing)
         return reply
 
     def _connect(self, origin: Origin, timeout: float) -> _SocketLink:
@@ -364,14 +388,8 @@ class SyncWire:
             raise
         return _SocketLink(sock, Framing())
 
-    def _context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = tls_context(self._verify)
-        return self._tls
-
     def close(self) -> None:
-        for link in self._pool.drain():
-            _close_socket(link)
+        self._drain()
 
 
 # ---------------------------------------------------------------------------------- async
@@ -394,22 +412,17 @@ def _close_stream(link: _StreamLink) -> None:
     link.writer.close()
 
 
-class AsyncWire:
+class AsyncWire(_Driver[_StreamLink]):
     """The async driver: asyncio streams, one per request in flight."""
 
     def __init__(self, config: RqliteConfig) -> None:
-        self._authorization = _authorization(config)
-        self._tls: ssl.SSLContext | None = None
-        self._verify = config.verify
-        self._pool: _Pool[_StreamLink] = _Pool(_stream_is_fresh, _close_stream)
+        super().__init__(config, _stream_is_fresh, _close_stream)
 
     async def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
         connected: list[bool] = []
         try:
             return await asyncio.wait_for(self._attempt(call, connected), call.timeout)
-        except asyncio.TimeoutError as exc:
-            return _failure(exc, sent=bool(connected))
-        except (OSError, ssl.SSLError, ProtocolError) as exc:
+        except (asyncio.TimeoutError, OSError, ssl.SSLError, ProtocolError) as exc:
             return _failure(exc, sent=bool(connected))
 
     async def _attempt(self, call: HttpCall, connected: list[bool]) -> HttpReply:
@@ -425,23 +438,17 @@ class AsyncWire:
         except BaseException:  # a failure, a timeout or a cancel: the reply is not ours
             _close_stream(link)
             raise
-        if link.framing.next_cycle():
-            self._pool.put(call.node, link)
-        else:
-            _close_stream(link)
+        self._release(call.node, link, link.framing)
         return reply
 
     async def _connect(self, origin: Origin) -> _StreamLink:
         if origin.tls:
-            if self._tls is None:
-                self._tls = tls_context(self._verify)
             reader, writer = await asyncio.open_connection(
-                origin.host, origin.port, ssl=self._tls, server_hostname=origin.host
+                origin.host, origin.port, ssl=self._context(), server_hostname=origin.host
             )
         else:
             reader, writer = await asyncio.open_connection(origin.host, origin.port)
         return _StreamLink(reader, writer, Framing())
 
     async def close(self) -> None:
-        for link in self._pool.drain():
-            _close_stream(link)
+        self._drain()
