@@ -9,6 +9,7 @@ real cluster are exercised by the integration and chaos suites.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from raftflow.transports.errors import (
     UnavailableError,
 )
 from raftflow.transports.flow import Request, Statement
+from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.rqlite.protocol import (
     HttpCall,
     HttpReply,
@@ -277,3 +279,27 @@ def test_a_lone_node_is_kept_even_when_it_forwards() -> None:
     ring = NodeRing(("http://lb:4001",))  # e.g. a load balancer in front of the cluster
     ring.forwarded("http://lb:4001")
     assert ring.node() == "http://lb:4001"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda config: RqliteConnection(config, http="curl"),
+        lambda config: AsyncRqliteConnection(config, http="requests"),  # no async twin
+    ],
+)
+def test_an_unknown_http_client_is_refused(make: Any) -> None:
+    with pytest.raises(ConfigurationError, match="http must be one of"):
+        make(RqliteConfig(nodes=("http://127.0.0.1:4001",)))
+
+
+def test_the_async_twin_keeps_the_chosen_client_where_it_has_one() -> None:
+    config = RqliteConfig(nodes=("http://127.0.0.1:4001",))
+    for sync, twin in [("raftflow", "raftflow"), ("httpx", "httpx"), ("requests", "raftflow")]:
+        connection = RqliteConnection(config, http=sync)  # type: ignore[arg-type]
+        twin_connection = connection.to_async()
+        try:
+            assert twin_connection.http_library == twin
+        finally:
+            connection.close()
+            asyncio.run(twin_connection.close())

@@ -160,9 +160,7 @@ class RqliteConnection(_Connection):
 
     def to_async(self) -> AsyncRqliteConnection:
         """An async connection to the same cluster with the same credentials and options."""
-        return AsyncRqliteConnection(
-            self.config, http="httpx" if self.http_library == "httpx" else "raftflow"
-        )
+        return AsyncRqliteConnection(self.config, http=async_library(self.http_library))
 
     def _run(self, flow: Exchange) -> Response:
         reply: HttpReply | NetworkFailure | None = None
@@ -242,6 +240,11 @@ class _HttpxAsync:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def async_library(http: HttpLibrary) -> HttpLibrary:
+    """The async twin's client for a sync one's: ``requests`` has no async twin."""
+    return "httpx" if http == "httpx" else "raftflow"
 
 
 def _check_library(http: object, allowed: tuple[HttpLibrary, ...]) -> None:
@@ -333,9 +336,9 @@ async def aconnect(
     url: str | Sequence[str], *, http: HttpLibrary = "raftflow", **options: Any
 ) -> AsyncRqliteConnection:
     """The async twin of :func:`connect` (``http="requests"`` means ``"raftflow"`` here)."""
-    library: HttpLibrary = "httpx" if http == "httpx" else "raftflow"
     _check_library(http, HTTP_LIBRARIES)
-    connection = AsyncRqliteConnection(RqliteConfig.from_url(url, **options), http=library)
+    config = RqliteConfig.from_url(url, **options)
+    connection = AsyncRqliteConnection(config, http=async_library(http))
     try:
         await connection.wait_ready()
     except BaseException:
