@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite.protocol import HttpCall, HttpReply
-from raftflow.transports.rqlite.wire import Framing, ProtocolError, origin_of
+from raftflow.transports.rqlite.wire import Framing, MalformedReplyError, origin_of
 
 LENGTH = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -92,7 +92,7 @@ def test_bytes_after_the_reply_make_the_connection_unusable() -> None:
 def test_a_reply_is_not_complete_before_its_last_byte() -> None:
     framing = Framing()
     assert framing.feed(LENGTH[:-1]) is None
-    with pytest.raises(ProtocolError, match="closed before the reply was complete"):
+    with pytest.raises(MalformedReplyError, match="closed before the reply was complete"):
         framing.feed(b"")
     assert not framing.next_cycle()
 
@@ -111,14 +111,14 @@ def test_a_reply_is_not_complete_before_its_last_byte() -> None:
     ],
 )
 def test_a_malformed_reply_is_refused(reply: bytes, error: str) -> None:
-    with pytest.raises(ProtocolError, match=error):
+    with pytest.raises(MalformedReplyError, match=error):
         Framing().feed(reply)
 
 
 def test_an_endless_head_is_refused() -> None:
     framing = Framing()
     framing.feed(b"HTTP/1.1 200 OK\r\n")
-    with pytest.raises(ProtocolError, match="too large"):
+    with pytest.raises(MalformedReplyError, match="too large"):
         for _ in range(100):
             framing.feed(b"X-Filler: " + b"a" * 1000 + b"\r\n")
 
