@@ -140,13 +140,9 @@ class Framing:
         while True:
             state = self._state
             if state == _HEAD:
-                end = buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buffer) > MAX_HEAD:
-                        raise MalformedReplyError("the reply's head is too large")
+                head = _take_until(buffer, b"\r\n\r\n", "the reply's head")
+                if head is None:
                     return None
-                head = bytes(buffer[:end])
-                del buffer[: end + 4]
                 self._parse_head(head)
                 if self._state == _DONE:  # no body
                     return self._complete()
@@ -170,13 +166,9 @@ class Framing:
                 del buffer[:2]
                 self._state = _CHUNK_SIZE
             else:  # _CHUNK_SIZE, _TRAILERS: a line at a time
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    if len(buffer) > MAX_HEAD:
-                        raise MalformedReplyError("a chunk header is too large")
+                line = _take_until(buffer, b"\r\n", "a chunk header")
+                if line is None:
                     return None
-                line = bytes(buffer[:end])
-                del buffer[: end + 2]
                 if state == _TRAILERS:
                     if not line:
                         return self._complete()
@@ -241,6 +233,18 @@ class Framing:
             return False
         self._start()
         return True
+
+
+def _take_until(buffer: bytearray, separator: bytes, what: str) -> bytes | None:
+    """The bytes before ``separator``, taken from ``buffer`` with it; None until it comes."""
+    end = buffer.find(separator)
+    if end < 0:
+        if len(buffer) > MAX_HEAD:
+            raise MalformedReplyError(f"{what} is too large")
+        return None
+    taken = bytes(buffer[:end])
+    del buffer[: end + len(separator)]
+    return taken
 
 
 def _authorization(config: RqliteConfig) -> bytes | None:
