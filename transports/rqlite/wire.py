@@ -210,7 +210,8 @@ class Framing:
             self._state = _LENGTH
             self._remaining = 0
         elif encoding and encoding != b"identity":
-            if encoding.rsplit(b",", 1)[-1].strip() != b"chunked":
+            # Only plain chunked: raftflow asks for no coding (no Accept-Encoding, no TE).
+            if encoding != b"chunked":
                 raise MalformedReplyError(f"an unsupported transfer-encoding: {encoding[:40]!r}")
             self._state = _CHUNK_SIZE
         elif length is not None:
