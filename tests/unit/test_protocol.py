@@ -121,7 +121,7 @@ def test_endpoints_follow_the_permissions_they_need() -> None:
     assert encode(WRITE)[:2] == ("/db/execute", {})
     path, params, body = encode(MIXED)
     assert (path, params) == ("/db/request", {"transaction": ""})
-    assert json.loads(body) == [["UPDATE t SET a = :a", {"a": 1}], ["SELECT a FROM t"]]
+    assert json.loads(body) == [["UPDATE t SET a = ?1", 1], ["SELECT a FROM t"]]
 
 
 # -- replies ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from raftflow.transports.errors import (
     UnavailableError,
 )
 from raftflow.transports.flow import Request, Response, Result
+from raftflow.transports.rqlite.numbered import positional
 
 #: The least time an attempt gets, so the one started as the budget runs out can succeed.
 _LAST_ATTEMPT = 0.1
@@ -177,10 +178,7 @@ def encode(request: Request) -> tuple[str, dict[str, str], bytes]:
     ``/db/execute``, mixed requests to ``/db/request``; both of the latter are one Raft entry.
     """
     body = json.dumps(
-        [
-            [s.sql, dict(s.params)] if hasattr(s.params, "keys") else [s.sql, *s.params]
-            for s in request.statements
-        ],
+        [_statement(s.sql, s.params) for s in request.statements],
         separators=(",", ":"),
         allow_nan=False,
     ).encode()
@@ -195,6 +193,14 @@ def encode(request: Request) -> tuple[str, dict[str, str], bytes]:
     if request.transaction and len(request.statements) > 1:
         params["transaction"] = ""
     return path, params, body
+
+
+def _statement(sql: str, params: Any) -> list[Any]:
+    """One statement of the body: named parameters go numbered where that is exact
+    (:mod:`raftflow.transports.rqlite.numbered`)."""
+    if hasattr(params, "keys"):
+        return positional(sql, params) or [sql, dict(params)]
+    return [sql, *params]
 
 
 _UNPARSED: Any = object()
