@@ -128,6 +128,61 @@ def test_a_live_database_of_the_previous_release_is_migrated_and_finished(
         database.close()
 
 
+def limited_start(execution_id: str, now: float) -> Statement:
+    """A start of a workflow limited to one at a time, through the start view (as versions
+    9 and 10 write it)."""
+    return Statement(
+        "start",
+        "INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,"
+        " limit_key, limit_max) VALUES (?, 'limited', 'null', 0, ?, ?, ?, 'limited', 1)",
+        (execution_id, json.dumps({"kind": "run"}), now, execution_id),
+    )
+
+
+def test_waiters_gated_by_version_9_are_admitted_in_order_with_those_of_version_10(
+    rqlite_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    """Migration 10 moves the gate of a limited execution's group from a trigger of
+    `groups` into the triggers that queue it: waiters queued by either version wait
+    gated, and a freed slot admits the oldest of them, whichever version queued it."""
+    cluster = rqlite_cluster_factory(1)
+    database = open_database(cluster.urls)
+    gate = 1e18
+
+    def ready_at() -> dict[str, float]:
+        found = rows(database, "SELECT group_id, ready_at FROM groups ORDER BY group_id")
+        return {str(r["group_id"]): float(r["ready_at"]) for r in found}
+
+    try:
+        database.run(migrate(9))
+        now = time.time()
+        execute(database, *(limited_start(f"l{i}", now) for i in (1, 2, 3)))
+        assert ready_at() == {"l1": 0.0, "l2": gate, "l3": gate}
+        database.run(migrate())
+        assert versions(database) == list(range(1, LATEST + 1))
+        execute(database, limited_start("l4", now))
+        assert ready_at() == {"l1": 0.0, "l2": gate, "l3": gate, "l4": gate}
+        # l1 finishes (as a commit does: its status, then its event acked): l2 is admitted.
+        execute(
+            database,
+            Statement("done", "UPDATE executions SET status = 'succeeded' WHERE id = 'l1'"),
+            Statement("ack", "DELETE FROM messages WHERE group_id = 'l1'"),
+        )
+        assert ready_at() == {"l2": 0.0, "l3": gate, "l4": gate}
+        execute(
+            database,
+            Statement("done", "UPDATE executions SET status = 'succeeded' WHERE id = 'l2'"),
+            Statement("ack", "DELETE FROM messages WHERE group_id = 'l2'"),
+        )
+        assert ready_at() == {"l3": 0.0, "l4": gate}
+        admitted = rows(database, "SELECT id, admitted FROM executions ORDER BY id")
+        assert [(r["id"], r["admitted"]) for r in admitted] == [
+            ("l1", 1), ("l2", 1), ("l3", 1), ("l4", 0),
+        ]  # fmt: skip
+    finally:
+        database.close()
+
+
 def write_series(folder: Path, count: int) -> tuple[Migration, ...]:
     folder.mkdir()
     first = ROOT / "transports" / "migrations" / "0001_initial.sql"
@@ -216,7 +271,8 @@ def test_two_migrate_processes_at_once_apply_each_migration_once(
     outputs = [p.communicate(timeout=60)[0] for p in processes]
     assert all(p.returncode == 0 for p in processes), outputs
     applied = [line for out in outputs for line in out.splitlines() if line.startswith("applied")]
-    assert sorted(applied) == [f"applied migration {m.version}: {m.name}" for m in MIGRATIONS]
+    by_version = sorted(applied, key=lambda line: int(line.split()[2].rstrip(":")))
+    assert by_version == [f"applied migration {m.version}: {m.name}" for m in MIGRATIONS]
     database = open_database(cluster.urls)
     try:
         assert versions(database) == list(range(1, LATEST + 1))
