@@ -192,14 +192,17 @@ def run_default(ctx: Context) -> dict[str, Any]:
     engine = app.engine
     engine.connect(ctx.cluster.entry_url(0))
     try:
+        if "latency" in s.phases:
+            # Right after the raw phase, its reference: on the cluster as that write saw
+            # it, before the throughput phases leave it thousands of rows and a log to
+            # snapshot (docs/performance.md, "Latency": the order moved the C=1 ratio).
+            from bench.turnaround import run_latency
+
+            out["latency"] = run_latency(ctx, engine, out.get("raw"))
         if "raftflow" in s.phases or "e2e" in s.phases:
             out["raftflow"] = run_raftflow(ctx, engine)
         if "transactions" in s.phases:
             out["transactions"] = run_raftflow(ctx, engine, transactions=True)
-        if "latency" in s.phases:
-            from bench.turnaround import run_latency
-
-            out["latency"] = run_latency(ctx, engine, out.get("raw"))
         if "timers" in s.phases:
             from bench.timers import run_timers
 
