@@ -3,7 +3,8 @@
 ``chain`` runs ``steps`` steps one after another; a step does nothing (or sleeps
 ``sleep`` seconds), so what is measured is raftflow's own cost per step. ``chain_sync``
 is the same with a sync workflow and sync steps (run in the worker's thread pool).
-``one`` is the 1-step workflow of the end-to-end latency phase. ``ledger`` is the
+``one`` is the 1-step workflow of the end-to-end latency phase; ``turnaround_chain`` and
+``turnaround_one`` are ``chain`` and ``one`` for the latency phase. ``ledger`` is the
 ``transactions`` phase's chain: each step is a transaction step that debits 1 from the
 execution's own account (guarded by ``expect_rows``) and appends a ledger row, both
 committed with the step's checkpoint.
@@ -60,6 +61,21 @@ def chain_sync(spec: Chain) -> int:
 
 @engine.workflow
 async def one(value: int) -> int:
+    return await tick(value, 0.0)
+
+
+# The latency phase's own names for ``chain`` and ``one``: it runs right after the raw
+# phase, and the throughput and end-to-end phases find their executions by workflow name.
+@engine.workflow
+async def turnaround_chain(spec: Chain) -> int:
+    total = 0
+    for i in range(spec.steps):
+        total += await tick(i, spec.sleep)
+    return total
+
+
+@engine.workflow
+async def turnaround_one(value: int) -> int:
     return await tick(value, 0.0)
 
 

@@ -42,7 +42,9 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
         executions = 8 if smoke else 200  # the E=200 workflows of K=5 steps
         ctx.progress.start(f"latency, C={clients}, K=5, worker in this process")
         with engine.running_worker(concurrency=clients):
-            out["clients"][str(clients)] = clients_run(engine, app.chain, clients, executions)
+            out["clients"][str(clients)] = clients_run(
+                engine, app.turnaround_chain, clients, executions
+            )
         ctx.progress.done(
             f"{out['clients'][str(clients)]['steps_per_s']} steps/s, step-to-step p50 "
             f"{out['clients'][str(clients)]['step_to_step']['p50_ms']} ms"
@@ -50,7 +52,7 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
     samples = 10 if smoke else 60
     ctx.progress.start("latency, 1-step start -> result, worker in this process")
     with engine.running_worker(concurrency=1):
-        out["one_in_process"] = latency.summary_ms(_one_step(engine, app.one, samples))
+        out["one_in_process"] = latency.summary_ms(_one_step(engine, app.turnaround_one, samples))
     ctx.progress.done(f"p50 {out['one_in_process']['p50_ms']} ms")
     ctx.progress.start("latency, 1-step start -> result, worker in another process")
     window = 0.5 if smoke else 10.0
@@ -58,7 +60,9 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
     children = start_workers(ctx, 1, samples=False)
     try:
         time.sleep(1.0)  # let it connect and go idle: the poll is part of what is measured
-        out["one_cross_process"] = latency.summary_ms(_one_step(engine, app.one, samples))
+        out["one_cross_process"] = latency.summary_ms(
+            _one_step(engine, app.turnaround_one, samples)
+        )
         with_worker = _leader_cpu_percent(ctx, window)
         out["idle_poll"] = {
             "seconds": window,
