@@ -23,6 +23,7 @@ import threading
 from types import TracebackType
 
 from raftflow.transports.queue import QUERIES
+from raftflow.transports.rqlite.numbered import numbering
 
 HOST = "127.0.0.1"
 
@@ -55,7 +56,13 @@ def _statement_names(body: bytes) -> set[str]:
         texts = {s[0] for s in statements if isinstance(s, list) and s}
     except (ValueError, TypeError):
         return set()
-    return {name for name, sql in QUERIES.queries.items() if sql in texts}
+    return {name for name, sql in QUERIES.queries.items() if _sent_forms(sql) & texts}
+
+
+def _sent_forms(sql: str) -> set[str]:
+    """A statement's text as written, and as sent with its parameters numbered."""
+    numbered = numbering(sql)
+    return {sql} if numbered is None else {sql, numbered[0]}
 
 
 class LossyProxy:

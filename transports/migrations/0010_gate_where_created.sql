@@ -14,10 +14,10 @@
 -- group is made unclaimable (until its workflow's timeout, if it has one) and its key's
 -- oldest waiters are admitted while slots are free. Only three statements ever queue an
 -- unadmitted execution, each a view's trigger that inserts its first event; each now
--- ends with the gate. (A signal or a child's completion for a waiting execution finds its
--- group there already: its first event waits in it.) A resumed execution is now gated
--- even if a message was left in its group; before, `group_gated` fired only when the
--- group was created.
+-- ends with the gate, an insert into `limit_gates`. (A signal or a child's completion for
+-- a waiting execution finds its group there already: its first event waits in it.) A
+-- resumed execution is now gated even if a message was left in its group; before,
+-- `group_gated` fired only when the group was created.
 --
 -- Rolling upgrade: workers of version 9 keep running beside version 10. They queue
 -- executions only through these views, whose triggers give their writes the same effect
@@ -25,6 +25,24 @@
 
 -- name: gate.drop_group_trigger
 DROP TRIGGER group_gated;
+
+-- name: gate.view
+-- Inserting an execution's id here gates its group if it waits for a slot (not admitted):
+-- unclaimable until its workflow's timeout, if it has one (then a worker claims it only to
+-- cancel it); then its key's oldest waiters are admitted while slots are free (this one,
+-- if nobody waits before it). Migration 9's `group_gated`, called by name.
+CREATE VIEW limit_gates AS SELECT NULL AS id;
+
+-- name: gate.trigger
+CREATE TRIGGER limit_gate INSTEAD OF INSERT ON limit_gates
+WHEN EXISTS (SELECT 1 FROM executions WHERE id = NEW.id AND admitted = 0)
+BEGIN
+  UPDATE groups SET ready_at = COALESCE(
+      (SELECT deadline FROM executions WHERE id = NEW.id), 1e18)
+    WHERE group_id = NEW.id;
+  INSERT INTO limit_opens (key, max)
+    SELECT limit_key, limit_max FROM executions WHERE id = NEW.id;
+END;
 
 -- name: gate.drop_start_trigger
 DROP TRIGGER execution_start;
@@ -55,12 +73,7 @@ CREATE TRIGGER execution_start INSTEAD OF INSERT ON execution_starts BEGIN
                  WHEN NEW.debounce_until IS NOT NULL THEN '__parked__' END,
             COALESCE(NEW.lease_expiry, NEW.debounce_until),
             NEW.lease_token IS NOT NULL);
-  UPDATE groups SET ready_at = COALESCE(
-      (SELECT deadline FROM executions WHERE id = NEW.id), 1e18)
-    WHERE group_id = NEW.id
-      AND EXISTS (SELECT 1 FROM executions WHERE id = NEW.id AND admitted = 0);
-  INSERT INTO limit_opens (key, max)
-    SELECT limit_key, limit_max FROM executions WHERE id = NEW.id AND admitted = 0;
+  INSERT INTO limit_gates (id) VALUES (NEW.id);
 END;
 
 -- name: gate.drop_fork_trigger
@@ -86,12 +99,7 @@ BEGIN
       AND status IN ('succeeded', 'failed');
   INSERT INTO messages (group_id, event, priority, published_at)
     SELECT NEW.id, NEW.event, priority, NEW.now FROM executions WHERE id = NEW.source;
-  UPDATE groups SET ready_at = COALESCE(
-      (SELECT deadline FROM executions WHERE id = NEW.id), 1e18)
-    WHERE group_id = NEW.id
-      AND EXISTS (SELECT 1 FROM executions WHERE id = NEW.id AND admitted = 0);
-  INSERT INTO limit_opens (key, max)
-    SELECT limit_key, limit_max FROM executions WHERE id = NEW.id AND admitted = 0;
+  INSERT INTO limit_gates (id) VALUES (NEW.id);
 END;
 
 -- name: gate.drop_resume_trigger
@@ -112,10 +120,5 @@ BEGIN
     WHERE id = NEW.id;
   INSERT INTO messages (group_id, event, priority, published_at)
     SELECT id, NEW.event, priority, NEW.now FROM executions WHERE id = NEW.id;
-  UPDATE groups SET ready_at = COALESCE(
-      (SELECT deadline FROM executions WHERE id = NEW.id), 1e18)
-    WHERE group_id = NEW.id
-      AND EXISTS (SELECT 1 FROM executions WHERE id = NEW.id AND admitted = 0);
-  INSERT INTO limit_opens (key, max)
-    SELECT limit_key, limit_max FROM executions WHERE id = NEW.id AND admitted = 0;
+  INSERT INTO limit_gates (id) VALUES (NEW.id);
 END;
