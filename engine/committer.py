@@ -7,13 +7,17 @@ cost one Raft entry, not N. ``max_inflight`` requests may be in flight at once (
 default: rqlite is CPU-bound, and more requests only split the batches -- measured in
 ``docs/performance.md``). An execution has at most one commit waiting at a time, so
 concurrent requests never reorder an execution's commits.
+
+A commit from the only execution the worker is running goes at once, from its own task,
+when no request is in flight: nothing could join its batch, and the hand-offs to and from
+the committer's task cost three turns of the loop (docs/performance.md, "Latency").
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from raftflow.engine.backend import AsyncBackend, Commit, CommitOutcome
@@ -34,8 +38,10 @@ class Committer:
         options: WorkerOptions,
         stats: WorkerStats,
         hooks: HookChain | None = None,
+        alone: Callable[[], bool] = lambda: False,
     ) -> None:
         self._backend = backend
+        self._alone = alone
         self._hooks = hooks
         self._options = options
         self._stats = stats
@@ -47,6 +53,10 @@ class Committer:
     async def commit(self, commit: Commit) -> CommitOutcome:
         """Send ``commit`` with the next batch; its outcome, or the request's exception."""
         future: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        if not self._waiting and not self._slots.locked() and self._alone():
+            await self._slots.acquire()  # free: taken without yielding to the loop
+            await self._flush(((commit, future),))
+            return future.result()
         self._waiting.append((commit, future))
         self._wake.set()
         return await future

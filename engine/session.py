@@ -102,7 +102,9 @@ class Session:
         # in claim order, not in an order of memory addresses (replayable runs, tests/sim).
         self.activations: dict[Activation, None] = {}
         self.tasks: dict[asyncio.Task[None], None] = {}
-        self.committer = Committer(backend, self.options, self.stats, self.hooks)
+        self.committer = Committer(
+            backend, self.options, self.stats, self.hooks, alone=lambda: len(self.activations) <= 1
+        )
         self.presence = Presence(self)
         self.schedules = ScheduleFlows(backend.queue.clock)
         keep = worker.engine.retention
