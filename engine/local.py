@@ -92,9 +92,13 @@ class LocalWorkers:
         return None
 
     def finished(self, execution_id: str) -> None:
-        """An execution finished in this process: wake its result() waiters."""
+        """An execution finished in this process: wake its result() waiters -- unless a
+        local worker still holds it (:meth:`hold`): they wait for the end of that turn,
+        which :meth:`release` tells. Woken now, they would find it held and wait again,
+        and the wake-up (a thread switch) would delay the worker finishing its turn."""
         with self._finished:
-            self._tell(execution_id)
+            if execution_id not in self._held:
+                self._tell(execution_id)
 
     def _tell(self, execution_id: str) -> None:
         watch = self._watched.get(execution_id)  # called with the lock held

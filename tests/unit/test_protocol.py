@@ -118,10 +118,30 @@ def test_timeouts_must_be_positive(field: str, value: float) -> None:
 
 def test_endpoints_follow_the_permissions_they_need() -> None:
     assert encode(READ)[:2] == ("/db/query", {"level": "weak"})
-    assert encode(WRITE)[:2] == ("/db/execute", {})
+    assert encode(WRITE)[:2] == ("/db/execute", {"noparse": ""})
     path, params, body = encode(MIXED)
-    assert (path, params) == ("/db/request", {"transaction": ""})
+    assert (path, params) == ("/db/request", {"noparse": "", "transaction": ""})
     assert json.loads(body) == [["UPDATE t SET a = ?1", 1], ["SELECT a FROM t"]]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO t VALUES (random())",
+        "INSERT INTO t VALUES (RANDOMBLOB(4))",
+        "INSERT INTO t VALUES (julianday('now'))",
+        "INSERT INTO t VALUES (strftime('%s', 'NOW'))",
+        "INSERT INTO t VALUES (unixepoch(:now))",  # the name in its named form
+        "UPDATE t SET a = 1 RETURNING a",
+        'INSERT INTO t ("time") VALUES (1)',  # a column: parsed anyway (errs that way)
+        "INSERT INTO t VALUES ('\u00e9t\u00e9')",  # not ASCII
+    ],
+)
+def test_a_write_rqlites_parse_might_change_is_parsed(sql: str) -> None:
+    plain = Statement("plain", "INSERT INTO t (created_at, randomness) VALUES (?, ?)", (1, 2))
+    assert "noparse" in encode(Request((plain,)))[1]  # words within words do not count
+    # One such statement in the request, and the whole request is parsed, as before.
+    assert "noparse" not in encode(Request((plain, Statement("s", sql))))[1]
 
 
 # -- replies ------------------------------------------------------------------------------

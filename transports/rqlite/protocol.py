@@ -25,6 +25,7 @@ from raftflow.transports.errors import (
 )
 from raftflow.transports.flow import Request, Response, Result
 from raftflow.transports.rqlite.numbered import positional
+from raftflow.transports.rqlite.rewrites import parse_changes_nothing
 
 #: The least time an attempt gets, so the one started as the budget runs out can succeed.
 _LAST_ATTEMPT = 0.1
@@ -176,20 +177,19 @@ def encode(request: Request) -> tuple[str, dict[str, str], bytes]:
 
     Reads go to ``/db/query`` (needs only the ``query`` permission), writes to
     ``/db/execute``, mixed requests to ``/db/request``; both of the latter are one Raft entry.
+    A write whose statements rqlite's parse cannot change skips it (``noparse``:
+    :mod:`raftflow.transports.rqlite.rewrites`).
     """
-    body = json.dumps(
-        [_statement(s.sql, s.params) for s in request.statements],
-        separators=(",", ":"),
-        allow_nan=False,
-    ).encode()
+    statements = [_statement(s.sql, s.params) for s in request.statements]
+    body = json.dumps(statements, separators=(",", ":"), allow_nan=False).encode()
     params: dict[str, str] = {}
     if request.is_read_only:
         path = "/db/query"
         params["level"] = request.level
-    elif request.has_reads:
-        path = "/db/request"
     else:
-        path = "/db/execute"
+        path = "/db/request" if request.has_reads else "/db/execute"
+        if all(parse_changes_nothing(statement[0]) for statement in statements):
+            params["noparse"] = ""
     if request.transaction and len(request.statements) > 1:
         params["transaction"] = ""
     return path, params, body
