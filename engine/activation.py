@@ -183,12 +183,13 @@ class Activation:
         """The cluster's time, without I/O (deadlines and wake times are measured on it)."""
         return self.host.clock_estimate()
 
-    def after(self, seconds: float) -> float:
+    def after(self, seconds: float, *, now: float | None = None) -> float:
         """A wake time (or deadline) ``seconds`` from now that is surely no earlier on the
         cluster's clock: the estimate plus its uncertainty. With :meth:`passed`, timers
         never fire early, however far either worker's estimate is off (found by tests/sim:
-        a sleep set by a worker whose estimate was behind ended early by that much)."""
-        return self.now() + self.host.clock_uncertainty() + seconds
+        a sleep set by a worker whose estimate was behind ended early by that much).
+        ``now``: a reading of :meth:`now` already taken, to count from it."""
+        return (self.now() if now is None else now) + self.host.clock_uncertainty() + seconds
 
     def passed(self, deadline: float) -> bool:
         """Whether ``deadline`` has surely passed on the cluster's clock."""
@@ -306,12 +307,17 @@ class Activation:
         attempt: int,
         started: float,
         exc: Exception,
-        wake_at: float,
+        delay: float,
         previous: StepRecord | None,
     ) -> StepRecord:
-        """A failed attempt with another one due at ``wake_at``: recorded as ``retrying``."""
+        """A failed attempt with another one due ``delay`` seconds after its end (surely,
+        on the cluster's clock: :meth:`after`): recorded as ``retrying``. The end and the
+        wake time are one reading of the clock, so a thread stalled between two readings
+        cannot bring the next attempt closer than ``delay`` to this one's recorded end."""
         info = error_info(exc)
-        entry = AttemptRecord(attempt, info.type, info.message, started, self.now())
+        ended = self.now()
+        wake_at = self.after(delay, now=ended)
+        entry = AttemptRecord(attempt, info.type, info.message, started, ended)
         history = (*(() if previous is None else previous.history), entry)
         return self.stage(
             index,

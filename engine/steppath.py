@@ -139,8 +139,8 @@ def call_step(
         error = outcome.error
         retry = step.retry
         if error is not None and retry is not None and retry.retries(attempt, error):
-            wake_at = run.after(retry.delay_after(attempt))
-            record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
+            delay = retry.delay_after(attempt)
+            record = run.stage_retry(step, index, attempt, started, error, delay, record)
             yield from flush(run)  # a crash now resumes with the next attempt, not this one
             continue
         record = run.stage_step(
@@ -207,8 +207,8 @@ def call_transaction(
         error = outcome.error
         retry = step.retry
         if error is not None and retry is not None and retry.retries(attempt, error):
-            wake_at = run.now() + retry.delay_after(attempt)
-            record = run.stage_retry(step, index, attempt, started, error, wake_at, record)
+            delay = retry.delay_after(attempt)
+            record = run.stage_retry(step, index, attempt, started, error, delay, record)
             yield from flush(run)
             continue
         record = run.stage_step(
@@ -251,8 +251,8 @@ def rewind(run: Activation, commit: Commit, reason: str) -> StepFlow[None]:
     index, attempt, started = commit.step_idx, commit.step_attempts, staged.attempt_started
     retry = step.retry
     if retry is not None and retry.retries(attempt, error):
-        wake_at = run.now() + retry.delay_after(attempt)
-        run.stage_retry(step, index, attempt, started, error, wake_at, staged.previous)
+        delay = retry.delay_after(attempt)
+        run.stage_retry(step, index, attempt, started, error, delay, staged.previous)
     else:
         run.stage_step(
             step, index, started, None, error, attempts=attempt, previous=staged.previous

@@ -136,7 +136,9 @@ class EarlyTimers(Mutation):
     def patch(self) -> Iterator[None]:  # type: ignore[override]
         cls = activation_module.Activation
         saved = (cls.after, cls.passed, cls.remaining)
-        cls.after = lambda self, seconds: self.now() + seconds  # type: ignore[method-assign]
+        cls.after = lambda self, seconds, now=None: (  # type: ignore[method-assign]
+            (self.now() if now is None else now) + seconds
+        )
         cls.passed = lambda self, deadline: self.now() >= deadline  # type: ignore[method-assign]
         cls.remaining = lambda self, deadline: deadline - self.now()  # type: ignore[method-assign]
         try:

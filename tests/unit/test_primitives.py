@@ -5,6 +5,7 @@ worker processes killed mid-wait). Sync and async workflows alike."""
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.transports.clock import LocalClock
 
 from raftflow import (
     Engine,
@@ -89,6 +91,53 @@ def test_a_step_is_retried_and_each_failed_attempt_is_recorded(engine: Engine, k
         (2, "ConnectionError", "flaky 2"),
     ]
     assert step.history[1].started_at >= step.history[0].ended_at + 0.05 - 0.01  # delay 1
+
+
+def test_a_retry_is_due_a_whole_delay_after_the_recorded_end_of_the_attempt(
+    tmp_path: Path,
+) -> None:
+    """The attempt's recorded end and the next attempt's due time come from one reading of
+    the clock. Found in CI: a thread stalled 48 ms between two readings, and the next
+    attempt started 1.7 ms after the recorded end of a 50 ms delay. Here the clock jumps
+    48 ms whenever the recording of a failed attempt reads it."""
+    stalls: list[float] = []
+
+    def stalling_time() -> float:
+        # The reading is the activation's now(), called by stage_retry itself.
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "now":
+            frame = frame.f_back  # type: ignore[assignment]
+        caller = None if frame is None else frame.f_back
+        if caller is not None and caller.f_code.co_name == "stage_retry":
+            stalls.append(0.048)
+        return time.time() + sum(stalls)
+
+    engine = Engine.from_url(
+        f"sqlite:///{tmp_path / 'stall.db'}", clock=LocalClock(time_source=stalling_time)
+    )
+    try:
+        calls: list[int] = []
+
+        @engine.step(retry=Retry(max_attempts=3, delay=0.05))
+        def flaky() -> int:
+            calls.append(1)
+            if len(calls) < 3:
+                raise ConnectionError(f"flaky {len(calls)}")
+            return len(calls)
+
+        @engine.workflow
+        def wf() -> int:
+            return flaky()
+
+        handle = engine.start(wf)
+        with engine.running_worker():
+            assert handle.result(timeout=20) == 3
+        (step,) = handle.steps()
+        assert len(stalls) >= 2  # the clock did stall where the end is recorded
+        first, second = step.history
+        assert second.started_at >= first.ended_at + 0.05
+    finally:
+        engine.close()
 
 
 def test_retries_end_with_the_last_error_and_skip_errors_not_listed(engine: Engine) -> None:
