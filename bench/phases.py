@@ -126,8 +126,18 @@ def _sampler(ctx: Context, children: Sequence[Child], interval: float = 0.5) -> 
 # ------------------------------------------------------------------------------ raw
 
 
-def run_raw(ctx: Context, processes: int, clients: int, label: str) -> dict[str, Any]:
-    """Single-statement writes/s from ``processes`` x ``clients`` kept-alive clients."""
+def run_raw(
+    ctx: Context,
+    processes: int,
+    clients: int,
+    label: str,
+    *,
+    duration: float | None = None,
+    samples_into: list[float] | None = None,
+) -> dict[str, Any]:
+    """Single-statement writes/s from ``processes`` x ``clients`` kept-alive clients, for
+    ``duration`` seconds (the settings' by default); each write's latency is appended to
+    ``samples_into`` when given (a caller pooling several windows)."""
     ctx.cluster.execute([[raw.SCHEMA]])
     progress = ctx.progress
     progress.start(f"raw ceiling, {label}")
@@ -142,7 +152,7 @@ def run_raw(ctx: Context, processes: int, clients: int, label: str) -> dict[str,
         with _sampler(ctx, children) as sampler:
             measured = Measured(ctx, children, sampler)
             start_index = measured.begin().applied_index
-            deadline = time.monotonic() + ctx.settings.duration
+            deadline = time.monotonic() + (ctx.settings.duration if duration is None else duration)
             while time.monotonic() < deadline:
                 time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
                 _check_alive(children)
@@ -164,6 +174,8 @@ def run_raw(ctx: Context, processes: int, clients: int, label: str) -> dict[str,
         errors += m2["errors"] - m1["errors"]
         rate += ok / (m2["t"] - m1["t"])
         samples.extend(result["latencies"][m1["samples"] : m2["samples"]])
+    if samples_into is not None:
+        samples_into.extend(samples)
     out: dict[str, Any] = {
         "processes": processes,
         "clients_per_process": clients,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 import subprocess
 import sys
 import threading
@@ -32,14 +33,28 @@ from bench.phases import Context, start_workers
 DBOS_STEPS_PER_S = {1: 152.0, 8: 177.0}
 DBOS_RAW_WRITES_PER_S = 193.0
 
+#: The goals of one client (C=1 steps/s and step-to-step, the 1-step workflow in-process)
+#: are measured in rounds, each beside a slice of raw single-client writes of its own
+#: (:func:`paired_rounds`): this machine's speed drifts by more than those goals' margins
+#: within a minute, and against the raw phase's one window, measured before, five runs of
+#: unchanged code put C=1 at 0.78-1.33 of its goal (docs/performance.md, "Latency").
+ROUNDS = 5
+RAW_SLICE_S = 2.0
+WARM_UP = 2  # untimed 1-step workflows when a round's worker starts
+
 
 def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[str, Any]:
     from bench import app
 
     smoke = ctx.settings.smoke
+    executions = 8 if smoke else 200  # the issue's E=200 workflows of K=5 steps
+    samples = 10 if smoke else 60
     out: dict[str, Any] = {"clients": {}}
-    for clients in (1, 8):
-        executions = 8 if smoke else 200  # the issue's E=200 workflows of K=5 steps
+    if raw is not None:
+        paired = paired_rounds(ctx, engine, 1 if smoke else ROUNDS, executions, samples)
+        out["clients"]["1"], out["one_in_process"] = paired.pop("c1"), paired.pop("one")
+        out["paired"] = paired
+    for clients in (1, 8) if raw is None else (8,):
         ctx.progress.start(f"latency, C={clients}, K=5, worker in this process")
         with engine.running_worker(concurrency=clients):
             out["clients"][str(clients)] = clients_run(
@@ -49,11 +64,14 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
             f"{out['clients'][str(clients)]['steps_per_s']} steps/s, step-to-step p50 "
             f"{out['clients'][str(clients)]['step_to_step']['p50_ms']} ms"
         )
-    samples = 10 if smoke else 60
-    ctx.progress.start("latency, 1-step start -> result, worker in this process")
-    with engine.running_worker(concurrency=1):
-        out["one_in_process"] = latency.summary_ms(_one_step(engine, app.turnaround_one, samples))
-    ctx.progress.done(f"p50 {out['one_in_process']['p50_ms']} ms")
+    if raw is None:
+        ctx.progress.start("latency, 1-step start -> result, worker in this process")
+        with engine.running_worker(concurrency=1):
+            out["one_in_process"] = latency.summary_ms(
+                _one_step(engine, app.turnaround_one, samples)
+            )
+        ctx.progress.done(f"p50 {out['one_in_process']['p50_ms']} ms")
+    out["clients"] = dict(sorted(out["clients"].items()))
     ctx.progress.start("latency, 1-step start -> result, worker in another process")
     window = 0.5 if smoke else 10.0
     baseline = _leader_cpu_percent(ctx, window)  # the idle cluster, no worker at all
@@ -102,8 +120,92 @@ def _embedded(clients: int, executions: int) -> dict[str, Any]:
     return result
 
 
+def paired_rounds(
+    ctx: Context, engine: Any, rounds: int, executions: int, samples: int
+) -> dict[str, Any]:
+    """The C=1 pattern and the 1-step in-process workflow, each round next to a slice of
+    raw single-client writes (the raw phase's method, ``RAW_SLICE_S`` seconds): the goals
+    set against a raw write judge them against the writes measured beside them. Rounds
+    alternate which comes first, so a drift of the machine's speed weighs on both sides.
+
+    Returns the pooled figures (``c1``: as :func:`clients_run`; ``one``: the 1-step
+    summary), the raw reference pooled over the slices (``raw``) and each round's own
+    (``rounds``: raw writes/s and C=1 steps/s)."""
+    from bench import app
+    from bench.phases import run_raw
+
+    raw_samples: list[float] = []
+    raw_writes = raw_seconds = 0.0
+    runs: list[dict[str, Any]] = []
+    ones: list[float] = []
+    table: list[dict[str, Any]] = []
+    slice_s = min(RAW_SLICE_S, ctx.settings.duration)
+
+    def raw_slice(index: int) -> dict[str, Any]:
+        nonlocal raw_writes, raw_seconds
+        label = f"1 client, round {index + 1} of {rounds}"
+        result = run_raw(ctx, 1, 1, label, duration=slice_s, samples_into=raw_samples)
+        raw_writes, raw_seconds = raw_writes + result["writes"], raw_seconds + result["seconds"]
+        return result
+
+    def workflows(index: int) -> dict[str, Any]:
+        ctx.progress.start(f"latency, C=1, K=5, worker in this process, round {index + 1}")
+        with engine.running_worker(concurrency=1):
+            _one_step(engine, app.turnaround_one, WARM_UP)  # the worker's first requests
+            run = _clients(engine, app.turnaround_chain, 1, executions // rounds)
+            ones.extend(_one_step(engine, app.turnaround_one, samples // rounds))
+        run["steps_per_s"] = run["executions"] * 5 / run["seconds"]
+        runs.append(run)
+        ctx.progress.done(f"{run['steps_per_s']:.1f} steps/s")
+        return run
+
+    for index in range(rounds):
+        if index % 2 == 0:
+            raw_r, run = raw_slice(index), workflows(index)
+        else:
+            run, raw_r = workflows(index), raw_slice(index)
+        target = DBOS_STEPS_PER_S[1] * raw_r["writes_per_s"] / DBOS_RAW_WRITES_PER_S
+        table.append(
+            {
+                "raw_writes_per_s": raw_r["writes_per_s"],
+                "raw_p50_ms": raw_r["latency"]["p50_ms"],
+                "c1_steps_per_s": round(run["steps_per_s"], 1),
+                "c1_ratio": latency.ratio(run["steps_per_s"], target),
+            }
+        )
+    gaps = [gap for run in runs for gap in run["gaps"]]
+    done = sum(run["executions"] for run in runs)
+    seconds = sum(run["seconds"] for run in runs)
+    return {
+        "c1": {
+            "executions": done,
+            "steps_per_s": round(done * 5 / seconds, 1),
+            "step_to_step": latency.summary_ms(gaps),
+        },
+        "one": latency.summary_ms(ones),
+        "raw": {
+            "writes": int(raw_writes),
+            "seconds": round(raw_seconds, 3),
+            "writes_per_s": round(raw_writes / raw_seconds, 1),
+            "latency": latency.summary_ms(raw_samples),
+        },
+        "rounds": table,
+    }
+
+
 def clients_run(engine: Any, workflow: Any, clients: int, executions: int) -> dict[str, Any]:
     """C client threads, each ``start()`` then ``result()`` of 5-step workflows in turn."""
+    run = _clients(engine, workflow, clients, executions)
+    return {
+        "executions": run["executions"],
+        "steps_per_s": round(run["executions"] * 5 / run["seconds"], 1),
+        "step_to_step": latency.summary_ms(run["gaps"]),
+    }
+
+
+def _clients(engine: Any, workflow: Any, clients: int, executions: int) -> dict[str, Any]:
+    """:func:`clients_run`'s run: how many executions, in how many seconds, and the gaps
+    between their steps (seconds)."""
     from bench.app import Chain
 
     handles: list[Any] = []
@@ -129,11 +231,7 @@ def clients_run(engine: Any, workflow: Any, clients: int, executions: int) -> di
     for handle in handles:
         steps = [s for s in handle.steps() if s.kind == "step"]
         gaps += [b.ended_at - a.ended_at for a, b in itertools.pairwise(steps)]
-    return {
-        "executions": len(handles),
-        "steps_per_s": round(len(handles) * 5 / elapsed, 1),
-        "step_to_step": latency.summary_ms(gaps),
-    }
+    return {"executions": len(handles), "seconds": elapsed, "gaps": gaps}
 
 
 def _one_step(engine: Any, workflow: Any, samples: int) -> list[float]:
@@ -179,17 +277,23 @@ def goals(out: dict[str, Any], raw: dict[str, Any] | None) -> list[dict[str, Any
     if not raw:
         return []
     single = raw["single_client"]
-    raw_p50, raw_p99 = single["latency"]["p50_ms"], single["latency"]["p99_ms"]
-    scale = single["writes_per_s"] / DBOS_RAW_WRITES_PER_S
-    c1, c8 = out["clients"]["1"], out["clients"]["8"]
+    raw_p50 = single["latency"]["p50_ms"]  # the cross-process goal's reference
+    # One client's goals against the raw slices beside them (paired_rounds), if measured.
+    paired = out.get("paired", {}).get("raw", single)
+    own_p50, own_p99 = paired["latency"]["p50_ms"], paired["latency"]["p99_ms"]
+    scales = {
+        1: paired["writes_per_s"] / DBOS_RAW_WRITES_PER_S,
+        8: single["writes_per_s"] / DBOS_RAW_WRITES_PER_S,
+    }
+    c1 = out["clients"]["1"]
     poll_ms = 1000 * _max_poll_interval() / 2  # the mean wait for the next idle poll
     rows = [
-        ("step-to-step p50, C=1 <= 1.3x raw p50", c1["step_to_step"]["p50_ms"], 1.3 * raw_p50),
-        ("step-to-step p99, C=1 <= 2x raw p99", c1["step_to_step"]["p99_ms"], 2 * raw_p99),
+        ("step-to-step p50, C=1 <= 1.3x raw p50", c1["step_to_step"]["p50_ms"], 1.3 * own_p50),
+        ("step-to-step p99, C=1 <= 2x raw p99", c1["step_to_step"]["p99_ms"], 2 * own_p99),
         (
             "1-step start->result p50, same process <= 3x raw p50",
             out["one_in_process"]["p50_ms"],
-            3 * raw_p50,
+            3 * own_p50,
         ),
         (
             "1-step start->result p50, other process <= 3x raw p50 + poll/2",
@@ -207,8 +311,8 @@ def goals(out: dict[str, Any], raw: dict[str, Any] | None) -> list[dict[str, Any
         }
         for goal, value, bound in rows
     ]
-    for clients, result in (("1", c1), ("8", c8)):
-        target = DBOS_STEPS_PER_S[int(clients)] * scale
+    for clients, result in out["clients"].items():
+        target = DBOS_STEPS_PER_S[int(clients)] * scales[int(clients)]
         table.append(
             {
                 "goal": f"steps/s at C={clients} >= DBOS's, scaled by raw writes ({target:.0f})",
@@ -256,6 +360,25 @@ def render(out: dict[str, Any]) -> str:
         lines.append(
             f"  C={clients}: {result['steps_per_s']} steps/s, step-to-step p50 "
             f"{s2s['p50_ms']} ms, p99 {s2s['p99_ms']} ms"
+        )
+    paired = out.get("paired")
+    if paired is not None:
+        rounds, ref = paired["rounds"], paired["raw"]
+        ratios = [r["c1_ratio"] for r in rounds if r["c1_ratio"] is not None]
+        lines.append(
+            f"  C=1 and the 1-step workflow in-process ran in {len(rounds)} rounds, each beside "
+            f"{RAW_SLICE_S:g} s of raw single-client writes: {ref['writes_per_s']} writes/s, "
+            f"p50 {ref['latency']['p50_ms']} ms, p99 {ref['latency']['p99_ms']} ms pooled "
+            "(their goals' reference)"
+        )
+        lines.append(
+            "    per round: raw writes/s "
+            + " ".join(f"{r['raw_writes_per_s']:.0f}" for r in rounds)
+            + "; C=1 steps/s "
+            + " ".join(f"{r['c1_steps_per_s']:.0f}" for r in rounds)
+            + "; C=1 ratio to its goal "
+            + " ".join(f"{x:.3f}" for x in ratios)
+            + (f" (median {statistics.median(ratios):.3f})" if ratios else "")
         )
     for key, label in (("one_in_process", "same process"), ("one_cross_process", "other process")):
         one = out[key]

@@ -96,6 +96,11 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
         positive(data, "latency", "clients", clients, "step_to_step", "p50_ms")
     positive(data, "latency", "one_in_process", "p50_ms")
     positive(data, "latency", "one_cross_process", "p50_ms")
+    # One client's goals are judged against raw writes measured in the same rounds.
+    paired = data["latency"]["paired"]
+    assert len(paired["rounds"]) == 1 and paired["raw"]["writes"] > 0, paired
+    positive(data, "latency", "paired", "raw", "latency", "p50_ms")
+    assert all(r["c1_ratio"] > 0 for r in paired["rounds"]), paired
     idle = data["latency"]["idle_poll"]
     assert idle["with_idle_worker_percent"] > 0 and idle["leader_core_percent"] >= 0, idle
     positive(data, "latency", "embedded_32", "steps_per_s")
