@@ -241,7 +241,10 @@ def phase_count(settings: Settings) -> int:
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
     count += 1 if "transactions" in settings.phases else 0
-    count += 5 if "latency" in settings.phases else 0
+    if "latency" in settings.phases:
+        from bench.turnaround import phase_count as latency_count
+
+        count += latency_count(settings, paired="raw" in settings.phases)
     if "timers" in settings.phases:
         count += 3 + sum(1 for n in (settings.sleepers_light, settings.sleepers) if n > 0)
     return count + (1 if "naive" in settings.phases else 0)

@@ -43,6 +43,17 @@ RAW_SLICE_S = 2.0
 WARM_UP = 2  # untimed 1-step workflows when a round's worker starts
 
 
+def phase_count(settings: Any, *, paired: bool) -> int:
+    """The progress lines :func:`run_latency` prints: C=1 and the in-process 1-step
+    workflow as rounds, each a raw slice and the workflows (or one line each, unpaired),
+    then C=8, the cross-process 1-step workflow and the embedded row."""
+    return 3 + (2 * _rounds(settings) if paired else 2)
+
+
+def _rounds(settings: Any) -> int:
+    return 1 if settings.smoke else ROUNDS
+
+
 def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[str, Any]:
     from bench import app
 
@@ -51,7 +62,7 @@ def run_latency(ctx: Context, engine: Any, raw: dict[str, Any] | None) -> dict[s
     samples = 10 if smoke else 60
     out: dict[str, Any] = {"clients": {}}
     if raw is not None:
-        paired = paired_rounds(ctx, engine, 1 if smoke else ROUNDS, executions, samples)
+        paired = paired_rounds(ctx, engine, _rounds(ctx.settings), executions, samples)
         out["clients"]["1"], out["one_in_process"] = paired.pop("c1"), paired.pop("one")
         out["paired"] = paired
     for clients in (1, 8) if raw is None else (8,):
