@@ -184,16 +184,14 @@ def paired_rounds(
                 "c1_ratio": latency.ratio(run["steps_per_s"], target),
             }
         )
-    gaps = [gap for run in runs for gap in run["gaps"]]
-    done = sum(run["executions"] for run in runs)
-    seconds = sum(run["seconds"] for run in runs)
     return {
-        "c1": {
-            "executions": done,
-            "steps_per_s": round(done * 5 / seconds, 1),
-            "step_to_step": latency.summary_ms(gaps),
-        },
+        "c1": _summary(
+            sum(run["executions"] for run in runs),
+            sum(run["seconds"] for run in runs),
+            [gap for run in runs for gap in run["gaps"]],
+        ),
         "one": latency.summary_ms(ones),
+        "slice_s": slice_s,
         "raw": {
             "writes": int(raw_writes),
             "seconds": round(raw_seconds, 3),
@@ -207,10 +205,14 @@ def paired_rounds(
 def clients_run(engine: Any, workflow: Any, clients: int, executions: int) -> dict[str, Any]:
     """C client threads, each ``start()`` then ``result()`` of 5-step workflows in turn."""
     run = _clients(engine, workflow, clients, executions)
+    return _summary(run["executions"], run["seconds"], run["gaps"])
+
+
+def _summary(executions: int, seconds: float, gaps: list[float]) -> dict[str, Any]:
     return {
-        "executions": run["executions"],
-        "steps_per_s": round(run["executions"] * 5 / run["seconds"], 1),
-        "step_to_step": latency.summary_ms(run["gaps"]),
+        "executions": executions,
+        "steps_per_s": round(executions * 5 / seconds, 1),
+        "step_to_step": latency.summary_ms(gaps),
     }
 
 
@@ -378,7 +380,7 @@ def render(out: dict[str, Any]) -> str:
         ratios = [r["c1_ratio"] for r in rounds if r["c1_ratio"] is not None]
         lines.append(
             f"  C=1 and the 1-step workflow in-process ran in {len(rounds)} rounds, each beside "
-            f"{RAW_SLICE_S:g} s of raw single-client writes: {ref['writes_per_s']} writes/s, "
+            f"{paired['slice_s']:g} s of raw single-client writes: {ref['writes_per_s']} writes/s, "
             f"p50 {ref['latency']['p50_ms']} ms, p99 {ref['latency']['p99_ms']} ms pooled "
             "(their goals' reference)"
         )
