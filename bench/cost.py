@@ -32,11 +32,11 @@ def _cpu(pid: int) -> float:
 
 def run_cost(ctx: Context) -> dict[str, Any]:
     from raftflow.engine.backend import Commit, claim_context, open_backend
-    from raftflow.engine.events import RUN
-    from raftflow.stores.base import Status
+    from raftflow.engine.workflow.events import RUN
+    from raftflow.stores.contract import Status
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.stores.flows import start_params
-    from raftflow.transports.flow import Request, Statement, drive
+    from raftflow.transports.db.flow import Request, Statement, drive
     from raftflow.transports.payload import to_json
 
     n = ctx.settings.claim_samples

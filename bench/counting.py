@@ -73,7 +73,7 @@ class Tally:
 
 
 def is_raft_entry(request: Any) -> bool:
-    """Whether rqlite appends this :class:`raftflow.transports.flow.Request` to the Raft log."""
+    """Whether rqlite appends this :class:`raftflow.transports.db.flow.Request` to the Raft log."""
     return not request.is_read_only or request.level == "strong"
 
 
@@ -85,7 +85,7 @@ def kind_of(request: Any) -> str:
 def instrument(tally: Tally) -> None:
     """Count every request of raftflow's rqlite connections in this process, and time
     every commit from the moment a step hands it to the committer to its outcome."""
-    from raftflow.engine.committer import Committer
+    from raftflow.engine.runtime.committer import Committer
     from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 
     async_send = AsyncRqliteConnection.send

@@ -3,7 +3,7 @@
 A step record is ``(execution_id, idx, started_at, ended_at)``. For raftflow these come
 from the ``steps`` table: ``started_at`` is when the worker began the step and ``ended_at``
 is the time its commit was sent (the committer stamps it), both on the cluster's clock
-(:class:`raftflow.transports.clock.ClusterClock`). For the naive baseline they come from its
+(:class:`raftflow.transports.db.clock.ClusterClock`). For the naive baseline they come from its
 checkpoint table (the worker's wall clock; all processes share one machine).
 """
 

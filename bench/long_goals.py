@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from raftflow.engine import Engine
-from raftflow.engine.session import resident_mb
+from raftflow.engine.runtime.session import resident_mb
 
 from bench.phases import Context
 
@@ -122,7 +122,7 @@ def many_in_flight(ctx: Context, path: Path, count: int, sticky_cache: int) -> d
 
 
 def _count_sleeps(engine: Engine) -> Any:
-    from raftflow.transports.flow import Request, Statement
+    from raftflow.transports.db.flow import Request, Statement
 
     response = yield Request(
         (Statement("bench.sleeps", "SELECT COUNT(*) AS n FROM steps WHERE kind = 'sleep'"),),

@@ -28,12 +28,12 @@ from raftflow.engine.backend import (
     claim_context,
     commit_request,
 )
-from raftflow.engine.events import RUN_TEXT
-from raftflow.stores.base import Status
+from raftflow.engine.workflow.events import RUN_TEXT
+from raftflow.stores.contract import Status
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.flows import start_params
-from raftflow.transports.database import open_database
-from raftflow.transports.flow import Statement
+from raftflow.transports.db.database import open_database
+from raftflow.transports.db.flow import Statement
 from raftflow.transports.queue import QUERIES as QUEUE
 
 RAW = Statement("probe.raw", "INSERT INTO probe_raw (v) VALUES (:v)", {"v": 1})

@@ -6,7 +6,7 @@ N each (the machine is noisy: compare medians of the same round):
 
 - ``raw``: a single-row INSERT (the raw phase's write);
 - ``handed``: ``start(one, i).result()`` of a 1-step workflow, the outcome handed over by
-  the worker that committed it (engine/local.py);
+  the worker that committed it (engine/runtime/local.py);
 - ``read``: the same with the hand-over switched off: ``result()`` reads the execution
   once after the worker's news, as before.
 """
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.local.cluster import LocalCluster
 
 

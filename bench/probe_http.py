@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.client import (
     AsyncRqliteConnection,
     HttpLibrary,

@@ -28,11 +28,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from raftflow.engine.backend import Backend, Commit
-from raftflow.engine.events import RUN, RUN_TEXT
-from raftflow.stores.base import Status
+from raftflow.engine.workflow.events import RUN, RUN_TEXT
+from raftflow.stores.contract import Status
 from raftflow.stores.flows import QUERIES, start_params
-from raftflow.transports.database import open_database
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.database import open_database
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.local.cluster import LocalCluster
 
 RAW = "INSERT INTO probe_raw (v) VALUES (:v)"

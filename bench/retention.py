@@ -11,7 +11,7 @@ stop growing under a steady load? (issue "Durable primitives II", retention)
    claim and the store's claim context, one ``/db/request?transaction``), gives it back at
    once (so the queue holds), and times each claim.
 3. Rounds of ``--round`` seconds alternate: retention off, retention on (the worker's
-   own :class:`~raftflow.engine.retention.Retention` pacing, batch by batch), until
+   own :class:`~raftflow.engine.runtime.retention.Retention` pacing, batch by batch), until
    nothing expired is left or ``--pairs`` pairs ran. The claim's p50/p99 in the on rounds
    against the off rounds is the answer.
 
@@ -92,7 +92,7 @@ def fill_expired(bench: BenchCluster, count: int, steps: int) -> None:
 
 
 def fill_queued(bench: BenchCluster, count: int) -> None:
-    from raftflow.engine.events import RUN
+    from raftflow.engine.workflow.events import RUN
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.stores.flows import start_params
     from raftflow.transports.payload import to_json
@@ -121,7 +121,7 @@ class Probe:
 
     def run(self) -> None:
         from raftflow.engine.backend import claim_context
-        from raftflow.transports.flow import Request, Statement, drive
+        from raftflow.transports.db.flow import Request, Statement, drive
 
         conn, flows = self.backend.database.connection, self.backend.queue
         while not self.stop.is_set():
@@ -147,8 +147,8 @@ def pct(values: list[float], q: float) -> float:
 
 def claims_phase(args: argparse.Namespace) -> dict[str, Any]:
     from raftflow.engine.backend import open_backend
-    from raftflow.engine.retention import Retention
-    from raftflow.engine.worker import WorkerOptions
+    from raftflow.engine.runtime.retention import Retention
+    from raftflow.engine.runtime.worker import WorkerOptions
 
     with LocalCluster(3) as cluster:
         bench = BenchCluster(cluster)

@@ -45,7 +45,7 @@ def sizes_of(queued: int) -> list[int]:
 
 
 def _fill_raftflow(ctx: Context, have: int, want: int) -> None:
-    from raftflow.engine.events import RUN
+    from raftflow.engine.workflow.events import RUN
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.stores.flows import start_params
     from raftflow.transports.payload import to_json
@@ -78,7 +78,7 @@ RELEASE = "UPDATE messages SET locked_by = NULL, lock_expiry = 0 WHERE locked_by
 
 def raftflow_claims(ctx: Context) -> dict[str, Any]:
     from raftflow.engine.backend import claim_context, open_backend
-    from raftflow.transports.flow import Request, Statement, drive
+    from raftflow.transports.db.flow import Request, Statement, drive
     from raftflow.transports.queue import QUERIES as QUEUE
 
     s = ctx.settings

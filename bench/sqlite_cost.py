@@ -14,7 +14,7 @@ from typing import Any
 
 
 def _database(cache: int) -> sqlite3.Connection:
-    from raftflow.transports.schema import MIGRATIONS
+    from raftflow.transports.db.schema import MIGRATIONS
 
     db = sqlite3.connect(":memory:", isolation_level=None, cached_statements=cache)
     for migration in MIGRATIONS:
@@ -38,8 +38,8 @@ def commit_cost(commits: int = 3000) -> dict[str, float]:
     """ms per commit (the batch statement with one commit, + outcome read), with and
     without a statement cache."""
     from raftflow.engine.backend import Commit, commit_request
-    from raftflow.engine.events import RUN
-    from raftflow.stores.base import Status
+    from raftflow.engine.workflow.events import RUN
+    from raftflow.stores.contract import Status
     from raftflow.transports.payload import to_json
     from raftflow.transports.queue import QUERIES as QUEUE
 
@@ -78,7 +78,7 @@ def commit_cost(commits: int = 3000) -> dict[str, float]:
 def claim_statement_costs(sizes: list[int], repeats: int = 20) -> dict[str, Any]:
     """ms per statement of the worker's claim request with ``n`` executions pending,
     and the query plan of each statement at the largest size."""
-    from raftflow.engine.events import RUN
+    from raftflow.engine.workflow.events import RUN
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.transports.payload import to_json
     from raftflow.transports.queue import QUERIES as QUEUE

@@ -1,4 +1,4 @@
-"""A raftflow worker process for the benchmark: ``raftflow.engine.worker(...)`` on ``bench.app``,
+"""A raftflow worker process for the benchmark: ``engine.worker(...)`` on ``bench.app``,
 with every request counted (:mod:`bench.counting`) and its counters written as JSON
 when it stops.
 

@@ -11,7 +11,7 @@
 
 from raftflow.engine.app import Engine
 from raftflow.engine.backend import Backend, open_backend
-from raftflow.engine.context import StepInfo, current_step
+from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.errors import (
     ConfigurationError,
     DatabaseError,
@@ -40,13 +40,13 @@ from raftflow.engine.errors import (
     WorkflowError,
     WorkflowFailedError,
 )
-from raftflow.engine.handle import WorkflowHandle
-from raftflow.engine.hooks import Hooks
-from raftflow.engine.ratelimit import RateLimit
-from raftflow.engine.retry import Retry
-from raftflow.engine.transaction import AsyncTransaction, Transaction
-from raftflow.engine.worker import Worker, WorkerOptions
-from raftflow.stores.base import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.engine.runtime.hooks import Hooks
+from raftflow.engine.runtime.worker import Worker, WorkerOptions
+from raftflow.engine.workflow.context import StepInfo, current_step
+from raftflow.engine.workflow.ratelimit import RateLimit
+from raftflow.engine.workflow.retry import Retry
+from raftflow.engine.workflow.transaction import AsyncTransaction, Transaction
+from raftflow.stores.contract import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 
 __all__ = [
     "AsyncTransaction",

@@ -15,26 +15,18 @@ from datetime import timedelta
 from importlib import import_module
 from typing import Any, TypeVar, overload
 
-from raftflow.engine import primitives
 from raftflow.engine.backend import Backend, Claimed, open_backend
-from raftflow.engine.context import current_activation
-from raftflow.engine.drivers import adrive, drive
-from raftflow.engine.durable import DurableCalls
+from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.errors import (
     ConfigurationError,
     ExecutionConflictError,
     ExecutionNotFoundError,
     NotInWorkflowError,
 )
-from raftflow.engine.events import RUN
-from raftflow.engine.handle import WorkflowHandle
-from raftflow.engine.hooks import HookChain, Hooks
-from raftflow.engine.local import LocalWorkers
-from raftflow.engine.ratelimit import RateLimit
-from raftflow.engine.registry import Registry, StepDef, WorkflowDef
-from raftflow.engine.retention import DEFAULT_RETENTION, check_retention
-from raftflow.engine.retry import Retry
-from raftflow.engine.schedules import (
+from raftflow.engine.runtime.hooks import HookChain, Hooks
+from raftflow.engine.runtime.local import LocalWorkers
+from raftflow.engine.runtime.retention import DEFAULT_RETENTION, check_retention
+from raftflow.engine.runtime.schedules import (
     DEFAULT_CATCH_UP,
     Schedule,
     ScheduleFlows,
@@ -42,11 +34,19 @@ from raftflow.engine.schedules import (
     check_execution_id,
     check_input,
 )
-from raftflow.engine.steppath import call_step, call_transaction
-from raftflow.engine.worker import Worker, WorkerOptions
-from raftflow.stores.base import ExecutionRecord, Status
+from raftflow.engine.runtime.worker import Worker, WorkerOptions
+from raftflow.engine.workflow import primitives
+from raftflow.engine.workflow.context import current_activation
+from raftflow.engine.workflow.drivers import adrive, drive
+from raftflow.engine.workflow.durable import DurableCalls
+from raftflow.engine.workflow.events import RUN
+from raftflow.engine.workflow.ratelimit import RateLimit
+from raftflow.engine.workflow.registry import Registry, StepDef, WorkflowDef
+from raftflow.engine.workflow.retry import Retry
+from raftflow.engine.workflow.steppath import call_step, call_transaction
+from raftflow.stores.contract import ExecutionRecord, Status
 from raftflow.stores.store import SqlStore
-from raftflow.transports.base import Lease
+from raftflow.transports.contract import Lease
 from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_priority, check_seconds
 from raftflow.transports.transport import SqlTransport
@@ -71,7 +71,7 @@ class Engine(DurableCalls):
     the calls one run of a workflow may record (a warning is logged at 80%, and the call
     past the limit raises :class:`HistoryLimitError`); ``retention`` how long finished
     executions are kept before the workers delete them (None: for ever; see
-    :mod:`raftflow.engine.retention`).
+    :mod:`raftflow.engine.runtime.retention`).
 
     On connect the database's schema version is checked: an empty database is initialized,
     an older one is migrated only with ``auto_migrate`` (default: yes for SQLite, no for
@@ -105,7 +105,7 @@ class Engine(DurableCalls):
         self.hooks: list[Hooks] = []
         #: Cron schedules by workflow name (@engine.scheduled); fired by the workers.
         self.schedules: dict[str, Schedule] = {}
-        #: The workers this engine runs in this process (the start fast path, engine/local.py).
+        #: The workers this engine runs in this process (the start fast path: runtime/local.py).
         self.local = LocalWorkers()
         self._url = url
         self._options = options
@@ -186,9 +186,9 @@ class Engine(DurableCalls):
         self.close()
 
     def add_hooks(self, hooks: Hooks) -> None:
-        """Register worker lifecycle hooks (metrics, tracing); see :mod:`raftflow.engine.hooks`."""
+        """Register worker lifecycle hooks: metrics, tracing (:class:`Hooks`)."""
         if not isinstance(hooks, Hooks):
-            raise ConfigurationError("hooks must subclass engine.hooks.Hooks")
+            raise ConfigurationError("hooks must subclass raftflow.Hooks")
         self.hooks.append(hooks)
 
     # -- definitions ----------------------------------------------------------------------
@@ -323,11 +323,11 @@ class Engine(DurableCalls):
         Inside a workflow a step call returns the recorded result when there is one. In an
         async workflow, await every step (a sync step then runs in a thread). Outside a
         workflow, or inside another step, a step is a plain function call. ``retry``: run
-        it again after a failure (:class:`~raftflow.engine.retry.Retry`); ``timeout``: an
+        it again after a failure (:class:`~raftflow.engine.workflow.retry.Retry`); ``timeout``: an
         attempt running longer fails with :class:`StepTimeoutError` (an async step is
         cancelled; a sync step's thread cannot be, and its late result is dropped).
         ``rate_limit``: at most so many starts (attempts) per period cluster-wide, per key
-        (:class:`~raftflow.engine.ratelimit.RateLimit`); a call over it waits for its turn.
+        (:class:`~raftflow.engine.workflow.ratelimit.RateLimit`); a call over it waits for its turn.
         """
 
         def register(fn: F) -> F:
@@ -362,8 +362,8 @@ class Engine(DurableCalls):
     ) -> Any:
         """Register a transaction step: a step whose SQL commits with its checkpoint.
 
-        Its first parameter is a :class:`~raftflow.engine.transaction.Transaction` (an
-        :class:`~raftflow.engine.transaction.AsyncTransaction` for an ``async def``) that
+        Its first parameter is a :class:`~raftflow.engine.workflow.transaction.Transaction` (an
+        :class:`~raftflow.engine.workflow.transaction.AsyncTransaction` for an ``async def``) that
         the engine passes: the workflow calls ``debit(account, amount)``. Reads
         (``tx.query``, ``tx.first``, ``tx.scalar``) run at once and see committed state;
         writes (``tx.execute``) are buffered and sent with the step's checkpoint in one
@@ -380,7 +380,7 @@ class Engine(DurableCalls):
             definition = StepDef.of(fn, name, retry=retry, timeout=timeout)
             self.registry.add_step(definition)
             # SQLAlchemy's compiler now, with the app, rather than in a first step's time.
-            import_module("raftflow.engine.sqlcompile")
+            import_module("raftflow.engine.workflow.sqlcompile")
             return _transaction_wrapper(fn, definition)  # type: ignore[return-value]
 
         return register(fn) if fn is not None else register
@@ -389,8 +389,8 @@ class Engine(DurableCalls):
         """Create the tables (and indexes) of a SQLAlchemy ``MetaData`` in the engine's
         database, ``IF NOT EXISTS``, in one request (one transaction): the application's
         tables that transaction steps write live beside raftflow's own."""
-        from raftflow.engine.transaction import create_tables_request
-        from raftflow.transports.flow import single
+        from raftflow.engine.workflow.transaction import create_tables_request
+        from raftflow.transports.db.flow import single
 
         self.backend.database.run(single(create_tables_request(metadata)))
 

@@ -29,10 +29,10 @@ The step path, and where each piece of its SQL lives (one hop each)::
     nothing to run -------- ack ---------> transports/queue.sql `ack`
 
 What is good and stays: the SQL is named statements in ``.sql`` catalogues
-(:mod:`raftflow.transports.catalogue`); the commit is fenced by a ``RAISE(IGNORE)``
+(:mod:`raftflow.transports.db.catalogue`); the commit is fenced by a ``RAISE(IGNORE)``
 trigger, so in a batch a stale worker's row is skipped alone; commits ready together
 go as one statement (group commit) with a one-by-one fallback; lease times come from
-:class:`~raftflow.transports.clock.ClusterClock`; the SQLite connection reproduces
+:class:`~raftflow.transports.db.clock.ClusterClock`; the SQLite connection reproduces
 rqlite's request semantics, so none of this has a SQLite special case.
 """
 
@@ -44,15 +44,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from raftflow.stores.base import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.contract import ErrorInfo, ExecutionRecord, Status, StepRecord
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.flows import StoreFlows, execution_from_row, step_from_row
-from raftflow.transports.base import Lease
-from raftflow.transports.database import AsyncDatabase, Database, open_database
-from raftflow.transports.flow import Flow, Request, Response, Result, Statement
+from raftflow.transports.contract import Lease
+from raftflow.transports.db.database import AsyncDatabase, Database, open_database
+from raftflow.transports.db.flow import Flow, Request, Response, Result, Statement
+from raftflow.transports.db.schema import ensure
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES, from_json
 from raftflow.transports.queue import QueueFlows
-from raftflow.transports.schema import ensure
 
 T = TypeVar("T")
 

@@ -36,8 +36,9 @@ RaftflowError
 
 from __future__ import annotations
 
-from raftflow.stores.base import ErrorInfo
+from raftflow.stores.contract import ErrorInfo
 from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError, StoreError
+from raftflow.transports.db.schema import SchemaError, SchemaOutdatedError, SchemaTooNewError
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -51,7 +52,6 @@ from raftflow.transports.errors import (
     StatementError,
     UnavailableError,
 )
-from raftflow.transports.schema import SchemaError, SchemaOutdatedError, SchemaTooNewError
 
 __all__ = [
     "AuthenticationError",

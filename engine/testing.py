@@ -43,14 +43,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from raftflow.engine.errors import ConfigurationError, ResultTimeoutError
-from raftflow.engine.schedules import SQL, ScheduleFlows
-from raftflow.transports.flow import Flow, Request
+from raftflow.engine.runtime.schedules import SQL, ScheduleFlows
+from raftflow.transports.db.flow import Flow, Request
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
-    from raftflow.engine.handle import WorkflowHandle
-    from raftflow.engine.registry import StepDef
-    from raftflow.stores.base import StepRecord
+    from raftflow.engine.client.handle import WorkflowHandle
+    from raftflow.engine.workflow.registry import StepDef
+    from raftflow.stores.contract import StepRecord
 
 T = TypeVar("T")
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from raftflow.engine.cli import main
+from raftflow.engine.ops.cli import main
 
 sys.exit(main())

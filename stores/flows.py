@@ -17,7 +17,7 @@ import builtins
 import uuid
 from typing import Any
 
-from raftflow.stores.base import (
+from raftflow.stores.contract import (
     AttemptRecord,
     ErrorInfo,
     ExecutionRecord,
@@ -26,10 +26,10 @@ from raftflow.stores.base import (
     StepRecord,
 )
 from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError
-from raftflow.transports.catalogue import load
-from raftflow.transports.clock import Clock
+from raftflow.transports.db.catalogue import load
+from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.errors import InvalidArgumentError
-from raftflow.transports.flow import Flow, Request, Statement
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,

@@ -1,7 +1,7 @@
 -- What operators see and what workers say about themselves: the reads of `raftflow queue`,
 -- `raftflow workers`, `raftflow get` and the dashboard, and the workers' presence beat.
 -- Times are parameters (see transports/queue.sql); every read goes through an index
--- (tests/unit/test_query_plans.py). The tables are in transports/migrations/.
+-- (tests/unit/test_query_plans.py). The tables are in transports/db/migrations/.
 
 -- ---------------------------------------------------------------- the queue
 

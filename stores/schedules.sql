@@ -1,7 +1,7 @@
--- Cron schedules and retention: every statement of engine/schedules.py and
--- engine/retention.py, sync and async. A schedule is one message in its own queue group
+-- Cron schedules and retention: every statement of engine/runtime/schedules.py and
+-- engine/runtime/retention.py, sync and async. A schedule is one message in its own queue group
 -- ("raftflow:schedule:<workflow>"), parked until its next fire time; the view and trigger
--- that fire it are in the schema (transports/migrations/, `schedule_fires`). Times are
+-- that fire it are in the schema (transports/db/migrations/, `schedule_fires`). Times are
 -- parameters, never SQL's clock (see transports/queue.sql).
 
 -- name: ensure

@@ -1,7 +1,7 @@
 """The store's public classes: :class:`SqlStore` and its async twin, on any database.
 
 Both only run :class:`~raftflow.stores.flows.StoreFlows` on a
-:class:`~raftflow.transports.database.Database`; they differ by ``await`` alone.
+:class:`~raftflow.transports.db.database.Database`; they differ by ``await`` alone.
 :class:`~raftflow.stores.rqlite.RqliteStore` is the same class on rqlite.
 """
 
@@ -11,9 +11,9 @@ import builtins
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
-from raftflow.stores.base import ExecutionRecord, StartOutcome, Status, StepRecord
+from raftflow.stores.contract import ExecutionRecord, StartOutcome, Status, StepRecord
 from raftflow.stores.flows import StoreFlows
-from raftflow.transports.database import (
+from raftflow.transports.db.database import (
     AsyncDatabase,
     ConnectOptions,
     Database,
@@ -21,9 +21,9 @@ from raftflow.transports.database import (
     open_database,
     scheme_of,
 )
+from raftflow.transports.db.schema import ensure
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
-from raftflow.transports.schema import ensure
 from typing_extensions import Unpack
 
 S = TypeVar("S", bound="SqlStore")

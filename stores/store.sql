@@ -3,7 +3,7 @@
 -- queue (transports/queue.sql), which lets one statement checkpoint a step, ack its event
 -- and publish the next one. Times are parameters, never SQL's clock (see queue.sql). The
 -- tables, views and triggers (the fenced commit among them) are in the schema:
--- transports/migrations/.
+-- transports/db/migrations/.
 
 -- name: fragment.execution_columns
 -- steps_done is counted: a step committed within a worker's turn does not touch the row.

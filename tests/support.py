@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from raftflow.transports.database import Database
-from raftflow.transports.flow import Flow, Request, Response, Statement
+from raftflow.transports.db.database import Database
+from raftflow.transports.db.flow import Flow, Request, Response, Statement
 
 TABLES = (
     "messages",

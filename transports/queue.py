@@ -13,7 +13,7 @@ claimable      1            a ``weak`` read, no Raft entry (the idle worker's po
 =============  ===========  ============================================================
 
 plus, every 30 s per transport, one ``weak`` read of the leader's clock
-(:class:`~raftflow.transports.clock.ClusterClock`). The spec's claim needs three round trips and
+(:class:`~raftflow.transports.db.clock.ClusterClock`). The spec's claim needs three round trips and
 two Raft entries.
 
 The statement builders (``*_statement``) are the only place the queue's SQL is bound; the
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from raftflow.transports.base import PARKED, Lease, QueueStats
-from raftflow.transports.catalogue import load
-from raftflow.transports.clock import Clock, earliest
+from raftflow.transports.contract import PARKED, Lease, QueueStats
+from raftflow.transports.db.catalogue import load
+from raftflow.transports.db.clock import Clock, earliest
+from raftflow.transports.db.flow import Flow, Request, Response, Statement
 from raftflow.transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
-from raftflow.transports.flow import Flow, Request, Response, Statement
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,

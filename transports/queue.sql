@@ -5,7 +5,7 @@
 -- Deviation from the spec (same semantics, cheaper): `groups.ready_at` caches when a
 -- group can next be claimed -- its head message's lease/park deadline while one is held,
 -- else its last claim time -- kept exact by the queue's triggers (the schema is in
--- transports/migrations/). The claim then walks one
+-- transports/db/migrations/). The claim then walks one
 -- index instead of the spec's NOT IN over every in-flight message and a join sort, so its
 -- cost does not grow with the number of queued messages. A lapsed or due group is ordered
 -- by its deadline instead of its last claim time.

@@ -1,7 +1,7 @@
 """The queue's public classes: :class:`SqlTransport` and its async twin, on any database.
 
 Both only run :class:`~raftflow.transports.queue.QueueFlows` on a
-:class:`~raftflow.transports.database.Database`; they differ by ``await`` alone.
+:class:`~raftflow.transports.db.database.Database`; they differ by ``await`` alone.
 :class:`~raftflow.transports.rqlite.RqliteTransport` is the spec's name for the same class on
 rqlite; ``SqlTransport.from_url("sqlite:///app.db")`` is the queue on a local file.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
-from raftflow.transports.base import Lease, QueueStats
-from raftflow.transports.database import (
+from raftflow.transports.contract import Lease, QueueStats
+from raftflow.transports.db.database import (
     AsyncDatabase,
     ConnectOptions,
     Database,
@@ -20,10 +20,10 @@ from raftflow.transports.database import (
     open_database,
     scheme_of,
 )
+from raftflow.transports.db.schema import ensure
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
-from raftflow.transports.schema import ensure
 from typing_extensions import Unpack
 
 S = TypeVar("S", bound="SqlTransport")
@@ -86,7 +86,7 @@ class SqlTransport(_Queue[Database]):
         :class:`~raftflow.transports.errors.UnavailableError` (no cluster) or
         :class:`~raftflow.transports.errors.AuthenticationError` (credentials refused).
         ``sqlite:///path.db`` is a local file. The connection ``options`` are
-        :class:`~raftflow.transports.database.ConnectOptions`.
+        :class:`~raftflow.transports.db.database.ConnectOptions`.
         """
         database = open_database(cls._checked(url), **options)
         transport = cls(database, max_event_bytes=max_event_bytes, dedup_window=dedup_window)

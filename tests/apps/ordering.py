@@ -1,5 +1,5 @@
 """Workflows for the engine's multi-process tests. Worker processes import this module:
-``python -m raftflow.engine.cli worker tests.apps.ordering:engine --url ...``.
+``python -m raftflow.engine.ops.cli worker tests.apps.ordering:engine --url ...``.
 
 Every step appends one JSON line per run to ``<log_dir>/<pid>.jsonl``: (execution, index,
 start, end, pid). The tests read those logs to check order, overlap and re-runs.

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from raftflow.engine import AsyncTransaction, Engine, Transaction
-from raftflow.engine.transaction import compile_statement
-from raftflow.transports.flow import Request, single
+from raftflow.engine.workflow.transaction import compile_statement
+from raftflow.transports.db.flow import Request, single
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, update
 
 engine = Engine()

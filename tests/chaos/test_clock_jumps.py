@@ -2,7 +2,7 @@
 
 The worker's cluster clock reads its local time from ``time.monotonic`` shifted by the
 number in the file ``RAFTFLOW_TEST_CLOCK_OFFSET_FILE`` names (tests only; see
-``transports/clock.py: local_time_source``). The test writes +300 s into it mid-run, then
+``transports/db/clock.py: local_time_source``). The test writes +300 s into it mid-run, then
 -300 s (10 minutes back): a harsher fault than a wall-clock step, which ``time.monotonic``
 never sees. Invariants as in the chaos suite: nothing lost, nothing recorded twice,
 nothing stuck; the jumping worker keeps recording steps after each jump or, behind, is
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from raftflow.transports.clock import OFFSET_FILE_ENV
+from raftflow.transports.db.clock import OFFSET_FILE_ENV
 from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.chaos.scenario import Options, Scenario, wait_for

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine
-from raftflow.engine.activation import Activation
+from raftflow.engine.workflow.activation import Activation
 from raftflow.transports.rqlite.local import LocalCluster
 
 pytestmark = pytest.mark.chaos

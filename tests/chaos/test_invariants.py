@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.transports.schema import MIGRATIONS
+from raftflow.transports.db.schema import MIGRATIONS
 
 from tests.apps.ordering import Spec
 from tests.chaos import invariants

@@ -124,7 +124,7 @@ def _run(
 
 
 def _reset(balance: int) -> list[Any]:
-    from raftflow.engine.transaction import compile_statement
+    from raftflow.engine.workflow.transaction import compile_statement
     from sqlalchemy import delete, insert
 
     return [

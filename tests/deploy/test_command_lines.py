@@ -26,7 +26,7 @@ from tests.deploy.files import (
     unit_exec_start,
 )
 
-DEMO = "raftflow.engine.demo:engine"
+DEMO = "raftflow.engine.ops.demo:engine"
 COMPOSE_HOSTS = ["rqlite1", "rqlite2", "rqlite3"]
 POD = "$(POD_NAME)"
 POD_HOSTS = [f"rqlite-{i}.rqlite-internal" for i in range(3)]

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client
-from raftflow.engine.worker import WorkerOptions
+from raftflow.engine.runtime.worker import WorkerOptions
 from raftflow.transports.rqlite.local.topology import DATA_DIR, HTTP_PORT, RAFT_PORT
 
 from tests.deploy.files import k8s_documents, k8s_object

@@ -149,7 +149,7 @@ class Machines:
         shutil.copy(DEPLOY / "users.example.json", self.paths["/etc/rqlite"] / "users.json")
         # The app, in the unit's working directory.
         (self.paths["/srv/myapp"] / "myapp.py").write_text(
-            "from raftflow.engine.demo import engine  # noqa: F401\n"
+            "from raftflow.engine.ops.demo import engine  # noqa: F401\n"
         )
         example = read_env_file(DEPLOY / "rqlite.env.example")
         self.rename = {

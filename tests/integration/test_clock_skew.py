@@ -1,11 +1,11 @@
 """Lease deadlines across workers whose clocks disagree.
 
 A lease is live while ``lock_expiry >= now``, and every worker supplies ``now``. With
-:class:`~raftflow.transports.clock.ClusterClock` (the default) ``now`` is the rqlite leader's clock
-tracked locally, so a worker whose own clock is 5 s off behaves exactly like the others:
-it neither steals live leases nor writes deadlines that end too early or too late.
+:class:`~raftflow.transports.db.clock.ClusterClock` (the default) ``now`` is the rqlite
+leader's clock tracked locally, so a worker whose own clock is 5 s off behaves exactly like
+the others: it neither steals live leases nor writes deadlines that end too early or too late.
 The negative control runs workers on their own skewed wall clock
-(:class:`~raftflow.transports.clock.LocalClock`) and shows the theft this prevents -- proof
+(:class:`~raftflow.transports.db.clock.LocalClock`) and shows the theft this prevents -- proof
 that the tests would catch it.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from raftflow.transports.clock import ClusterClock, LocalClock
+from raftflow.transports.db.clock import ClusterClock, LocalClock
 from raftflow.transports.errors import LeaseLostError
 from raftflow.transports.queue import QUERIES
 

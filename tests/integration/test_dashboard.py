@@ -23,10 +23,10 @@ from typing import Any
 
 import httpx
 import pytest
-from raftflow.engine.schedules import SQL as SCHEDULES
-from raftflow.engine.schedules import Schedule
-from raftflow.engine.ui.server import execution_url
-from raftflow.transports.flow import Flow, Request
+from raftflow.engine.ops.ui.server import execution_url
+from raftflow.engine.runtime.schedules import SQL as SCHEDULES
+from raftflow.engine.runtime.schedules import Schedule
+from raftflow.transports.db.flow import Flow, Request
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 

@@ -87,7 +87,7 @@ def test_wrong_password_is_a_clear_cli_error(auth_node: LocalCluster) -> None:
         [
             sys.executable,
             "-m",
-            "raftflow.engine.cli",
+            "raftflow.engine.ops.cli",
             "executions",
             "tests.apps.ordering:engine",
             "--url",

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from raftflow.engine import Engine
 from raftflow.engine.backend import STORE, Backend, Commit, CommitOutcome, EngineFlows
-from raftflow.engine.events import RUN, RUN_TEXT
-from raftflow.stores.base import Status
-from raftflow.transports.clock import LocalClock
-from raftflow.transports.database import open_database
-from raftflow.transports.flow import Flow, Request, Statement
+from raftflow.engine.workflow.events import RUN, RUN_TEXT
+from raftflow.stores.contract import Status
+from raftflow.transports.db.clock import LocalClock
+from raftflow.transports.db.database import open_database
+from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.support import clear_tables, execute, recorded, rows

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from raftflow.engine import Engine, InputValidationError
-from raftflow.stores.base import Status
+from raftflow.stores.contract import Status
 from raftflow.transports.errors import InvalidArgumentError, PayloadTooLargeError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.rqlite import RqliteTransport

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.client import aconnect, connect
 from raftflow.transports.rqlite.local import LocalCluster
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from raftflow.engine import Engine, Status
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.local import LocalCluster
 
 from tests.apps import limits

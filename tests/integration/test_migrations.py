@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine, SchemaOutdatedError
-from raftflow.transports.database import Database, open_database
+from raftflow.transports.db.database import Database, open_database
+from raftflow.transports.db.flow import Statement
+from raftflow.transports.db.schema import LATEST, MIGRATIONS, Migration, load_migrations, migrate
 from raftflow.transports.errors import RaftflowError
-from raftflow.transports.flow import Statement
 from raftflow.transports.rqlite.local import LocalCluster
-from raftflow.transports.schema import LATEST, MIGRATIONS, Migration, load_migrations, migrate
 
 from tests.apps.ordering import Spec, expected, runs_by_execution
 from tests.integration.workers import workers
@@ -185,7 +185,7 @@ def test_waiters_gated_by_version_9_are_admitted_in_order_with_those_of_version_
 
 def write_series(folder: Path, count: int) -> tuple[Migration, ...]:
     folder.mkdir()
-    first = ROOT / "transports" / "migrations" / "0001_initial.sql"
+    first = ROOT / "transports" / "db" / "migrations" / "0001_initial.sql"
     (folder / "0001_initial.sql").write_text(first.read_text())
     for n in range(2, count + 1):
         (folder / f"{n:04d}_t{n}.sql").write_text(

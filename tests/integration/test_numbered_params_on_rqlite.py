@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from raftflow.transports.database import Database, open_database
-from raftflow.transports.flow import Flow, Request, Response, Statement
+from raftflow.transports.db.database import Database, open_database
+from raftflow.transports.db.flow import Flow, Request, Response, Statement
 from raftflow.transports.rqlite.local import LocalCluster
 
 

@@ -120,7 +120,7 @@ def test_missed_times_beyond_catch_up_are_skipped_and_the_cli_lists_schedules(
         assert len(set(recovered)) == 1, recovered
 
         # raftflow schedules: the table, --json with the next times, --remove.
-        from raftflow.engine.cli import main
+        from raftflow.engine.ops.cli import main
 
         assert main(["schedules", "--url", cluster.url]) == 0
         out = capsys.readouterr().out

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 from raftflow.engine.backend import Backend
-from raftflow.engine.events import RUN
-from raftflow.stores.base import StartOutcome
+from raftflow.engine.workflow.events import RUN
+from raftflow.stores.contract import StartOutcome
 from raftflow.stores.flows import QUERIES, start_params
-from raftflow.transports.clock import LocalClock
-from raftflow.transports.database import open_database
-from raftflow.transports.flow import Flow, Request, Response
+from raftflow.transports.db.clock import LocalClock
+from raftflow.transports.db.database import open_database
+from raftflow.transports.db.flow import Flow, Request, Response
 from raftflow.transports.payload import to_json
 from raftflow.transports.rqlite.local import LocalCluster
 

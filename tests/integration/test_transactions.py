@@ -23,9 +23,9 @@ from raftflow.engine import (
     WorkflowFailedError,
 )
 from raftflow.engine.backend import Commit, Write
-from raftflow.engine.events import RUN, RUN_TEXT
-from raftflow.engine.transaction import compile_statement
-from raftflow.transports.flow import Flow
+from raftflow.engine.workflow.events import RUN, RUN_TEXT
+from raftflow.engine.workflow.transaction import compile_statement
+from raftflow.transports.db.flow import Flow
 from raftflow.transports.rqlite.local import LocalCluster
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
 

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from raftflow.transports.base import QueueStats
+from raftflow.transports.contract import QueueStats
 from raftflow.transports.errors import AuthenticationError, UnavailableError
 from raftflow.transports.rqlite.local import LocalCluster, pick_free_ports
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.transports.base import QueueStats
+from raftflow.transports.contract import QueueStats
 from raftflow.transports.rqlite import RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from raftflow.transports.base import QueueStats
+from raftflow.transports.contract import QueueStats
 from raftflow.transports.errors import LeaseError, LeaseLostError, UnavailableError
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster, pick_free_ports

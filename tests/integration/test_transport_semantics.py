@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 from raftflow.transports import SqlTransport
-from raftflow.transports.base import Lease, QueueStats
+from raftflow.transports.contract import Lease, QueueStats
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.errors import (
     InvalidArgumentError,
     LeaseError,
@@ -27,7 +28,6 @@ from raftflow.transports.errors import (
     PayloadTooLargeError,
     StatementError,
 )
-from raftflow.transports.flow import Request, Statement
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.protocol import encode

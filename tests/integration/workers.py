@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class WorkerProcess:
     def __init__(self, app: str, url: str, log_path: Path, **options: object) -> None:
-        argv = [sys.executable, "-m", "raftflow.engine.cli", "worker", app, "--url", url]
+        argv = [sys.executable, "-m", "raftflow.engine.ops.cli", "worker", app, "--url", url]
         for name, value in options.items():
             argv += [f"--{name.replace('_', '-')}", str(value)]
         self.log_path = log_path

@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftflow.transports.flow import Request, Response, Result, Statement, drive
+from raftflow.transports.db.flow import Request, Response, Result, Statement, drive
+from raftflow.transports.db.schema import ensure
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.client import _advance
 from raftflow.transports.rqlite.protocol import (
@@ -47,7 +48,6 @@ from raftflow.transports.rqlite.protocol import (
     Sleep,
     exchange,
 )
-from raftflow.transports.schema import ensure
 from raftflow.transports.sqlite.connection import SqliteConnection
 
 #: The simulated epoch: time 0.0 of the loop is this wall-clock time.
@@ -447,7 +447,7 @@ def _encode(result: Result) -> dict[str, Any]:
 
 
 def _catalogue_names() -> dict[str, str]:
-    from raftflow.engine.presence import __name__ as _presence  # noqa: F401 (its SQL)
+    from raftflow.engine.runtime.presence import __name__ as _presence  # noqa: F401 (its SQL)
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.stores.inspect import OPS
 
@@ -518,7 +518,7 @@ class SimConnection:
 
 
 class SyncSimConnection:
-    """What a :class:`~raftflow.transports.database.Database` holds: only its async twin is
+    """What a :class:`~raftflow.transports.db.database.Database` holds: only its async twin is
     used (everything in the simulation runs on the loop)."""
 
     def __init__(self, connection: SimConnection) -> None:

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from raftflow.engine import activation as activation_module
 from raftflow.engine.backend import Commit, CommitOutcome
+from raftflow.engine.workflow import activation as activation_module
 from raftflow.stores import flows as store_flows
 
 

@@ -23,14 +23,14 @@ from functools import partial
 from typing import Any
 
 from raftflow.engine.backend import Backend
-from raftflow.engine.events import RUN
-from raftflow.engine.local import LocalWorkers
-from raftflow.engine.transaction import create_tables_request
-from raftflow.engine.worker import Worker, WorkerOptions
+from raftflow.engine.runtime.local import LocalWorkers
+from raftflow.engine.runtime.worker import Worker, WorkerOptions
+from raftflow.engine.workflow.events import RUN
+from raftflow.engine.workflow.transaction import create_tables_request
 from raftflow.stores.errors import ExecutionFinishedError, StoreError
-from raftflow.transports.clock import ClusterClock
-from raftflow.transports.database import Database
-from raftflow.transports.flow import Flow
+from raftflow.transports.db.clock import ClusterClock
+from raftflow.transports.db.database import Database
+from raftflow.transports.db.flow import Flow
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from raftflow.engine import Engine, RateLimit, Retry, current_step
-from raftflow.engine.transaction import AsyncTransaction
+from raftflow.engine.workflow.transaction import AsyncTransaction
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
 
 from tests.sim.cluster import PROCESS

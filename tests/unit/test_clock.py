@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from raftflow.transports.clock import ClusterClock, LocalClock, earliest, earliest_estimate
-from raftflow.transports.flow import Flow, Request, Response, Result, drive
+from raftflow.transports.db.clock import ClusterClock, LocalClock, earliest, earliest_estimate
+from raftflow.transports.db.flow import Flow, Request, Response, Result, drive
+from raftflow.transports.db.schema import ensure
 from raftflow.transports.queue import QUERIES, QueueFlows
-from raftflow.transports.schema import ensure
 from raftflow.transports.sqlite.connection import SqliteConnection
 
 

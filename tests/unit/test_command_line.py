@@ -11,8 +11,6 @@ from pathlib import Path
 
 import click
 import pytest
-from raftflow.engine.cli import cli, main
-from raftflow.engine.cli.common import Exit, Progress, exit_code_of, parse_since
 from raftflow.engine.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -22,6 +20,8 @@ from raftflow.engine.errors import (
     SchemaOutdatedError,
     UnavailableError,
 )
+from raftflow.engine.ops.cli import cli, main
+from raftflow.engine.ops.cli.common import Exit, Progress, exit_code_of, parse_since
 
 APP = "tests.apps.ops:engine"
 CONNECTING = [
@@ -140,7 +140,7 @@ def test_progress_shows_on_a_terminal_and_is_quiet_when_piped(
 
 
 def test_credentials_come_from_the_url_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from raftflow.engine.cli.common import Connection
+    from raftflow.engine.ops.cli.common import Connection
 
     monkeypatch.setenv("RAFTFLOW_USERNAME", "ops")
     monkeypatch.setenv("RAFTFLOW_PASSWORD", "s3cret")

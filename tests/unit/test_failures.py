@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine, Status
+from raftflow.transports.db.flow import Flow, Request
 from raftflow.transports.errors import UnavailableError
-from raftflow.transports.flow import Flow, Request
 
 Predicate = Callable[[Request], bool]
 

@@ -13,8 +13,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from raftflow.engine import cli
 from raftflow.engine.errors import ConfigurationError, RaftflowError
+from raftflow.engine.ops import cli
 from raftflow.transports.rqlite.local import (
     ClusterError,
     NodeExitedError,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 
 from raftflow import (
     ConfigurationError,
@@ -341,8 +341,8 @@ def test_debounced_starts_fold_into_one_run_with_the_last_input(engine: Engine, 
 def test_the_command_line_starts_with_debounce(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from raftflow.engine.cli import main
-    from raftflow.engine.cli.common import Exit
+    from raftflow.engine.ops.cli import main
+    from raftflow.engine.ops.cli.common import Exit
 
     url = f"sqlite:///{tmp_path}/cli.db"
     base = ["start", "approval", "--app", "tests.apps.ops:engine", "--id", "d1", "--url", url]

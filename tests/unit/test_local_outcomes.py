@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from raftflow.engine import Engine, WorkflowFailedError
-from raftflow.engine.local import KEPT_OUTCOMES, LocalWorkers
-from raftflow.stores.base import ErrorInfo, Status
+from raftflow.engine.runtime.local import KEPT_OUTCOMES, LocalWorkers
+from raftflow.stores.contract import ErrorInfo, Status
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The ids of the executions handles read (WorkflowHandle.info), in order."""
-    from raftflow.engine.handle import WorkflowHandle
+    from raftflow.engine.client.handle import WorkflowHandle
 
     read: list[str] = []
     info = WorkflowHandle.info

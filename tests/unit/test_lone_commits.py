@@ -1,4 +1,4 @@
-"""The committer's two paths (engine/committer.py), on the embedded backend.
+"""The committer's two paths (engine/runtime/committer.py), on the embedded backend.
 
 A commit from the only execution a worker runs goes at once, from the execution's own
 task: nothing could share its request, and the hand-offs to the committer's task and

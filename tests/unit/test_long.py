@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from raftflow.engine import Engine, Hooks, InvalidArgumentError
-from raftflow.transports.flow import Request, Response, Result
+from raftflow.transports.db.flow import Request, Response, Result
 
 
 class RowsRead:
@@ -262,7 +262,7 @@ def test_a_continuation_displaced_under_its_id_is_woken_to_unwind() -> None:
     from collections import OrderedDict
     from types import SimpleNamespace
 
-    from raftflow.engine.session import Session
+    from raftflow.engine.runtime.session import Session
 
     discarded: list[object] = []
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from raftflow.stores.flows import QUERIES as STORE
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.queue import QUERIES as QUEUE
 from raftflow.transports.rqlite.numbered import numbering, positional
 from raftflow.transports.rqlite.protocol import encode
@@ -84,7 +84,7 @@ def test_every_step_path_statement_means_the_same_numbered(tmp_path: Path) -> No
     """SQLite compiles the rewritten statement to the same program as the named one
     (EXPLAIN: it and every trigger program it fires), and binds the same values."""
     from raftflow.engine.backend import Backend
-    from raftflow.transports.database import open_database
+    from raftflow.transports.db.database import open_database
 
     path = tmp_path / "numbered.db"
     backend = Backend(open_database(f"sqlite:///{path}"))

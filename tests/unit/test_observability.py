@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 from raftflow.engine import Engine, Retry, current_step
-from raftflow.engine.logs import JsonFormatter, LogContext
-from raftflow.engine.metrics import Metrics
+from raftflow.engine.ops.logs import JsonFormatter, LogContext
+from raftflow.engine.ops.metrics import Metrics
 from raftflow.stores.inspect import Inspector
 
 from tests.support import wait_until
@@ -151,7 +151,7 @@ def test_traces_continue_the_starters_trace_with_a_span_per_turn_and_step(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from raftflow.engine.tracing import Tracing
+    from raftflow.engine.ops.tracing import Tracing
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.transports.clock import LocalClock
+from raftflow.transports.db.clock import LocalClock
 
 from raftflow import (
     Engine,

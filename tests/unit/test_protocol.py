@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -22,7 +23,6 @@ from raftflow.transports.errors import (
     StatementError,
     UnavailableError,
 )
-from raftflow.transports.flow import Request, Statement
 from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.rqlite.protocol import (
     HttpCall,

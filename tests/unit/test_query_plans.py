@@ -8,12 +8,12 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from raftflow.engine.schedules import SQL as SCHEDULES
+from raftflow.engine.runtime.schedules import SQL as SCHEDULES
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.inspect import OPS
-from raftflow.transports.catalogue import Catalogue
+from raftflow.transports.db.catalogue import Catalogue
+from raftflow.transports.db.schema import MIGRATIONS
 from raftflow.transports.queue import QUERIES as QUEUE
-from raftflow.transports.schema import MIGRATIONS
 
 TABLES = (
     "messages",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from raftflow.engine import Engine
 from raftflow.engine.errors import ConfigurationError
-from raftflow.engine.schedules import Schedule, parse_schedule_event
+from raftflow.engine.runtime.schedules import Schedule, parse_schedule_event
 from raftflow.transports.errors import InvalidArgumentError
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc).timestamp()
@@ -93,10 +93,10 @@ def test_engine_group_ids_are_reserved(tmp_path: Path) -> None:
 def test_a_schedule_claimed_early_fires_nothing_and_waits_for_the_same_time() -> None:
     """A claim a little before the parked time (the claimer's clock estimate ran ahead)
     starts nothing and parks the schedule for that same time, not the one after it."""
-    from raftflow.engine.registry import WorkflowDef
-    from raftflow.engine.schedules import ScheduleFlows
-    from raftflow.transports.base import Lease
-    from raftflow.transports.clock import LocalClock
+    from raftflow.engine.runtime.schedules import ScheduleFlows
+    from raftflow.engine.workflow.registry import WorkflowDef
+    from raftflow.transports.contract import Lease
+    from raftflow.transports.db.clock import LocalClock
 
     def job(at: datetime) -> None: ...
 
@@ -148,7 +148,7 @@ def test_retention_must_be_a_positive_timedelta() -> None:
 
 
 def test_retention_share_must_be_a_fraction() -> None:
-    from raftflow.engine.worker import WorkerOptions
+    from raftflow.engine.runtime.worker import WorkerOptions
 
     assert WorkerOptions().retention_share == 0.05 and WorkerOptions().retention_batch == 50
     assert WorkerOptions(retention_share=1).retention_share == 1
@@ -167,9 +167,9 @@ def test_retention_paces_its_batches_to_its_share_of_time() -> None:
     from types import SimpleNamespace
     from typing import Any
 
-    from raftflow.engine.retention import Retention
-    from raftflow.engine.worker import WorkerOptions
-    from raftflow.transports.clock import LocalClock
+    from raftflow.engine.runtime.retention import Retention
+    from raftflow.engine.runtime.worker import WorkerOptions
+    from raftflow.transports.db.clock import LocalClock
 
     took, batches = 0.05, [10, 10, 10, 4]
     starts: list[float] = []
@@ -212,7 +212,7 @@ def test_a_worker_whose_lease_lapsed_cannot_fire_again(tmp_path: Path) -> None:
     """Two workers claim the schedule in turn (the first one's lease lapsed): the second
     fires the time; the first one's late fire is refused whole -- it starts nothing and
     does not re-park the schedule."""
-    from raftflow.engine.schedules import ScheduleFlows
+    from raftflow.engine.runtime.schedules import ScheduleFlows
     from raftflow.engine.testing import VirtualClock
 
     clock = VirtualClock(T0 - 10)

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 from raftflow.engine import Engine, SchemaOutdatedError, SchemaTooNewError, Status
-from raftflow.transports.database import Database, open_database
-from raftflow.transports.errors import StatementError
-from raftflow.transports.flow import Statement
-from raftflow.transports.schema import (
+from raftflow.transports.db.database import Database, open_database
+from raftflow.transports.db.flow import Statement
+from raftflow.transports.db.schema import (
     LATEST,
     MIGRATIONS,
     Migration,
@@ -28,6 +27,7 @@ from raftflow.transports.schema import (
     migrate,
     read_state,
 )
+from raftflow.transports.errors import StatementError
 
 from tests.support import execute, rows
 
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def write_series(folder: Path) -> tuple[Migration, ...]:
     """Migration 1 as shipped, then 2 and 3 that add tables, and a 4 that fails halfway."""
     folder.mkdir()
-    first = ROOT / "transports" / "migrations" / "0001_initial.sql"
+    first = ROOT / "transports" / "db" / "migrations" / "0001_initial.sql"
     (folder / "0001_initial.sql").write_text(first.read_text())
     (folder / "0002_audit.sql").write_text(
         "-- name: audit\nCREATE TABLE audit (id INTEGER PRIMARY KEY, what TEXT NOT NULL);\n"

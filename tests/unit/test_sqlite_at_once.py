@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.sqlite.connection import AsyncSqliteConnection, SqliteConnection
 
 INSERT = "INSERT INTO t VALUES (?)"

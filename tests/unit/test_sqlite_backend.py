@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from raftflow.transports import SqlTransport
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.errors import ConfigurationError, LeaseLostError
-from raftflow.transports.flow import Request, Statement
 from raftflow.transports.sqlite.connection import MEMORY, SqliteConnection, path_from_url
 
 

@@ -151,7 +151,7 @@ def test_an_async_scheduled_workflow_ticks_in_virtual_time() -> None:
 
 
 def test_retention_deletes_what_finished_before_the_period_and_nothing_else() -> None:
-    from raftflow.engine.retention import RetentionFlows
+    from raftflow.engine.runtime.retention import RetentionFlows
 
     with WorkflowTestEnvironment(engine) as env:
         env.override(charge, result="ok")
@@ -172,7 +172,7 @@ def test_retention_deletes_what_finished_before_the_period_and_nothing_else() ->
 def test_workers_make_a_removed_schedule_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Removed while a worker still registers it (or acked by an older worker that took
     it for a deleted execution's event): the worker's check makes it again."""
-    from raftflow.engine import session
+    from raftflow.engine.runtime import session
 
     monkeypatch.setattr(session, "SCHEDULE_CHECK_INTERVAL", 0.05)
     with WorkflowTestEnvironment(other, schedules=True):

@@ -22,8 +22,8 @@ from raftflow.engine import (
     TransactionError,
     WorkflowFailedError,
 )
-from raftflow.engine.sqlcompile import RESERVED
-from raftflow.engine.transaction import compile_statement
+from raftflow.engine.workflow.sqlcompile import RESERVED
+from raftflow.engine.workflow.transaction import compile_statement
 from sqlalchemy import (
     Column,
     DateTime,
@@ -159,14 +159,14 @@ def engine() -> Iterator[Engine]:
 
 
 def _seed(account: str, balance: int) -> Any:
-    from raftflow.transports.flow import Request, single
+    from raftflow.transports.db.flow import Request, single
 
     statement = compile_statement(insert(accounts).values(id=account, balance=balance), read=False)
     return single(Request((statement,)))
 
 
 def _balance(engine: Engine, account: str = "a") -> Any:
-    from raftflow.transports.flow import Request, single
+    from raftflow.transports.db.flow import Request, single
 
     statement = compile_statement(
         select(accounts.c.balance).where(accounts.c.id == account), read=True
@@ -177,7 +177,7 @@ def _balance(engine: Engine, account: str = "a") -> Any:
 
 
 def _count(engine: Engine, table: str) -> int:
-    from raftflow.transports.flow import Request, Statement, single
+    from raftflow.transports.db.flow import Request, Statement, single
 
     response = engine.backend.database.run(
         single(Request((Statement("count", f"SELECT COUNT(*) AS n FROM {table}"),)))
@@ -258,7 +258,7 @@ def test_a_failed_guard_is_retried_then_succeeds(engine: Engine) -> None:
 
 
 def _set_balance(account: str, balance: int) -> Any:
-    from raftflow.transports.flow import Request, single
+    from raftflow.transports.db.flow import Request, single
 
     statement = compile_statement(
         update(accounts).where(accounts.c.id == account).values(balance=balance), read=False
@@ -400,7 +400,8 @@ def test_compiled_statements_are_reused_with_their_own_values() -> None:
 def test_a_failed_read_hands_the_execution_back_and_is_never_its_outcome(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from raftflow.engine import UnavailableError, transaction
+    from raftflow.engine import UnavailableError
+    from raftflow.engine.workflow import transaction
 
     real = transaction._read_flow
     failures = [UnavailableError("no leader (injected)")]

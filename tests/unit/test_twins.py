@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from raftflow.stores.rqlite import AsyncRqliteStore, RqliteStore
 from raftflow.stores.store import AsyncSqlStore, SqlStore
-from raftflow.transports.database import AsyncDatabase, Database
+from raftflow.transports.db.database import AsyncDatabase, Database
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
@@ -152,7 +152,7 @@ def test_closing_a_sqlite_twin_leaves_the_shared_connection_open(
 
 
 def _one() -> Any:
-    from raftflow.transports.flow import Request, Statement
+    from raftflow.transports.db.flow import Request, Statement
 
     response = yield Request((Statement("one", "SELECT 1 AS one"),))
     return response.raise_for_errors()[0].first()

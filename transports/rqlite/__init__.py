@@ -5,7 +5,7 @@ implementation deviates it does better at equal semantics, and says so where it 
 the claim is one HTTP round trip and one Raft entry instead of three requests
 (:mod:`raftflow.transports.queue`), a group's availability is cached in ``groups.ready_at``
 so the claim's cost does not grow with the queue (``transports/queue.sql``), lease times
-come from the leader's clock instead of each worker's (:mod:`raftflow.transports.clock`),
+come from the leader's clock instead of each worker's (:mod:`raftflow.transports.db.clock`),
 and requests move to another node and retry safely across leader changes
 (:mod:`raftflow.transports.rqlite.protocol`).
 
@@ -25,7 +25,7 @@ accepting only rqlite URLs::
 
 from __future__ import annotations
 
-from raftflow.transports.database import AsyncDatabase, Database
+from raftflow.transports.db.database import AsyncDatabase, Database
 from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.rqlite.protocol import RqliteConfig

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import httpx
+from raftflow.transports.db.flow import Request, Response, Statement
 from raftflow.transports.errors import ConfigurationError
-from raftflow.transports.flow import Request, Response, Statement
 from raftflow.transports.rqlite.protocol import (
     Exchange,
     HttpCall,

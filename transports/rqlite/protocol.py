@@ -1,7 +1,7 @@
 """rqlite's HTTP API without I/O: configuration, encoding, decoding, errors and retries.
 
-:func:`exchange` is a flow that turns one :class:`~raftflow.transports.flow.Request` into HTTP calls
-and sleeps, and reads the replies: which endpoint, which query parameters, what a reply
+:func:`exchange` is a flow that turns one :class:`~raftflow.transports.db.flow.Request` into
+HTTP calls and sleeps, and reads the replies: which endpoint, which query parameters, what a reply
 means, when to move to another node and whether a failed attempt may have been applied.
 The sync and async connections in :mod:`raftflow.transports.rqlite.client` only perform the calls.
 This is the one place where rqlite's errors become raftflow's.
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from raftflow.transports.db.flow import Request, Response, Result
 from raftflow.transports.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,
     UnavailableError,
 )
-from raftflow.transports.flow import Request, Response, Result
 from raftflow.transports.rqlite.numbered import positional
 from raftflow.transports.rqlite.rewrites import parse_changes_nothing
 

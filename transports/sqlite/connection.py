@@ -17,8 +17,8 @@ import time
 import uuid
 from typing import Any
 
+from raftflow.transports.db.flow import Request, Response, Result
 from raftflow.transports.errors import ConfigurationError, DatabaseError
-from raftflow.transports.flow import Request, Response, Result
 
 MEMORY = ":memory:"
 #: How long :meth:`SqliteConnection.run_at_once` waits for another thread of this

@@ -31,7 +31,7 @@ from tests.integration.workers import workers
 from tests.support import clear_tables, wait_until
 
 pytestmark = pytest.mark.slow
-DEMO = "raftflow.engine.demo:engine"
+DEMO = "raftflow.engine.ops.demo:engine"
 
 
 @pytest.fixture

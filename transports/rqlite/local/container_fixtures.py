@@ -23,7 +23,7 @@ removed too.
 
 In your own test suite (deploy/README.md has it as a file that raftflow's tests run)::
 
-    from raftflow.engine.demo import checkout, engine, orders  # your app instead
+    from raftflow.engine.ops.demo import checkout, engine, orders  # your app instead
 
     def test_checkouts_survive_losing_the_leader(rqlite_cluster_containers_factory):
         cluster = rqlite_cluster_containers_factory(3)

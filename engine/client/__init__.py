@@ -1,0 +1,1 @@
+"""The client face: start executions, follow and control them from any process."""

@@ -1,0 +1,1 @@
+"""Operations: the command line, the dashboard, metrics, tracing, logs and the demo."""

@@ -1,0 +1,315 @@
+"""The dashboard: server-rendered pages (Starlette + Jinja2), plain forms, one small script
+for the live counts; no JavaScript build step.
+
+Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, and the
+schedules' list of :class:`~raftflow.engine.runtime.schedules.ScheduleFlows`; ``weak``: no Raft
+entry, no lock held beyond the statement), so what a page shows is one consistent state of
+the database. Actions (cancel, send a signal) are the engine's own one-statement
+calls, each behind a confirmation page and a CSRF-checked POST (:mod:`.auth`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from raftflow.engine.errors import (
+    ExecutionFinishedError,
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+    UnavailableError,
+)
+from raftflow.engine.ops.ui.auth import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    Identity,
+    Settings,
+    csrf_ok,
+    identify,
+    new_csrf_token,
+)
+from raftflow.engine.ops.ui.timeline import durations, format_age, format_time, timeline
+from raftflow.engine.runtime.schedules import ScheduleFlows
+from raftflow.stores.contract import Status
+from raftflow.stores.inspect import Inspector
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+if TYPE_CHECKING:
+    from raftflow.engine.app import Engine
+
+__all__ = ["Settings", "create_app", "serve"]
+
+HERE = Path(__file__).parent
+PUBLIC = ("/login", "/static/", "/healthz")
+WINDOWS = {"1h": 3600, "24h": 86400, "7d": 7 * 86400, "all": None}
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "script-src 'self'; form-action 'self'; frame-ancestors 'none'",
+}
+
+
+def execution_url(execution_id: str) -> str:
+    return "/executions/" + urllib.parse.quote(execution_id, safe="/")
+
+
+def zoned(ts: float, timezone: str) -> tuple[float, str]:
+    """A fire time, and how it reads in its schedule's time zone."""
+    return ts, dt.datetime.fromtimestamp(ts, tz=ZoneInfo(timezone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def number_param(
+    request: Request, name: str, default: float, low: float, high: float, kind: type = int
+) -> Any:
+    """A numeric query parameter clamped to [low, high]; 400 with a clear message when it
+    is not a number (not a 500 from deep inside a page)."""
+    text = request.query_params.get(name)
+    if not text:
+        return kind(default)
+    try:
+        value = kind(text)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a number, not {text[:40]!r}") from None
+    if value != value:  # NaN
+        raise HTTPException(400, f"{name} must be a number, not {text[:40]!r}")
+    return min(max(value, kind(low)), kind(high))
+
+
+def create_app(engine: Engine, settings: Settings) -> Starlette:
+    """The dashboard's ASGI app on a connected ``engine``."""
+    inspector = Inspector(engine.backend.database)
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    env = templates.env
+    env.filters["time"] = format_time
+    env.filters["age"] = format_age
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
+    env.globals["execution_url"] = execution_url
+
+    def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        identity: Identity = request.state.identity
+        context.update(
+            identity=identity,
+            read_only=not identity.can_act,
+            csrf=request.state.csrf,
+            nav=name.split(".")[0],
+        )
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def executions(request: Request) -> Response:
+        q = request.query_params
+        status = q.get("status") or None
+        workflow = q.get("workflow") or None
+        window = q.get("window") or "24h"
+        window = window if window in WINDOWS else "24h"
+        seconds = WINDOWS[window]
+        now = inspector.now()
+        since = 0.0 if seconds is None else now - seconds
+        limit = number_param(request, "limit", 100, 1, 1000)
+        records = inspector.list(
+            status=Status(status) if status in {s.value for s in Status} else None,
+            workflow=workflow,
+            since=since,
+            limit=limit,
+        )
+        counts = {s.value: n for s, n in inspector.counts(since).items()}
+        return page(
+            request,
+            "executions.html",
+            records=records,
+            counts=counts,
+            now=now,
+            statuses=[s.value for s in Status],
+            status=status,
+            workflow=workflow or "",
+            window=window,
+            windows=list(WINDOWS),
+            limit=limit,
+        )
+
+    def counts(request: Request) -> Response:
+        window = request.query_params.get("window", "24h")
+        seconds = WINDOWS.get(window, 86400)
+        since = 0.0 if seconds is None else inspector.now() - seconds
+        return JSONResponse({s.value: n for s, n in inspector.counts(since).items()})
+
+    def execution(request: Request) -> Response:
+        detail = inspector.detail(request.path_params["execution_id"])
+        return page(
+            request,
+            "execution.html",
+            d=detail,
+            e=detail.execution,
+            rows=timeline(detail),
+            took=durations(detail),
+        )
+
+    def queue(request: Request) -> Response:
+        return page(request, "queue.html", q=inspector.queue())
+
+    def schedules(request: Request) -> Response:
+        count = number_param(request, "next", 3, 1, 20)
+        found = engine.backend.run(ScheduleFlows(engine.backend.queue.clock).list(level="weak"))
+        rows = [(info, [zoned(t, info.timezone) for t in info.next_times(count)]) for info in found]
+        return page(request, "schedules.html", rows=rows, now=inspector.now(), count=count)
+
+    def workers(request: Request) -> Response:
+        within = number_param(request, "within", 60.0, 1.0, 86_400.0, float)
+        return page(
+            request,
+            "workers.html",
+            workers=inspector.workers(within),
+            now=inspector.now(),
+            within=within,
+        )
+
+    def confirm(request: Request) -> Response:
+        action = request.url.path.strip("/")
+        execution_id = request.query_params.get("id", "")
+        record = engine.store.get(execution_id)
+        if record is None:
+            raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
+        return page(request, "confirm.html", action=action, e=record)
+
+    async def act(request: Request) -> Response:
+        form = await _form(request)
+        if not request.state.identity.can_act:
+            return PlainTextResponse("this dashboard is read-only for you", status_code=403)
+        if not csrf_ok(
+            request.cookies.get(CSRF_COOKIE),
+            form.get("csrf"),
+            request.headers.get("origin"),
+            request.headers.get("host", ""),
+        ):
+            return PlainTextResponse("CSRF check failed: reload the page", status_code=403)
+        execution_id = form.get("id", "")
+        if request.url.path == "/cancel":
+            await run_in_threadpool(engine.cancel, execution_id)
+        else:
+            topic = form.get("topic") or None
+            try:
+                message = json.loads(form.get("message") or "null")
+            except ValueError as exc:
+                raise InvalidArgumentError(f"the message is not JSON: {exc}") from None
+            await run_in_threadpool(engine.send, execution_id, message, topic)
+        return RedirectResponse(execution_url(execution_id), status_code=303)
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return page(request, "login.html", error=None)
+        form = await _form(request)
+        if settings.token is None or form.get("token") != settings.token:
+            return page(request, "login.html", status_code=401, error="wrong token")
+        response = RedirectResponse("/executions", status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            settings.session_value(),
+            httponly=True,
+            samesite="strict",
+            max_age=12 * 3600,
+        )
+        return response
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    routes = [
+        Route("/", lambda request: RedirectResponse("/executions")),
+        Route("/executions", executions),
+        Route("/executions/{execution_id:path}", execution),
+        Route("/api/counts", counts),
+        Route("/queue", queue),
+        Route("/workers", workers),
+        Route("/schedules", schedules),
+        Route("/cancel", confirm, methods=["GET"]),
+        Route("/send", confirm, methods=["GET"]),
+        Route("/cancel", act, methods=["POST"]),
+        Route("/send", act, methods=["POST"]),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/healthz", healthz),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [Middleware(_Guard, settings=settings, page=page)]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An urlencoded form (without python-multipart: the dashboard posts nothing else)."""
+    body = (await request.body()).decode("utf-8", "replace")
+    return {k: v[-1] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
+
+
+class _Guard(BaseHTTPMiddleware):
+    """Authentication, the CSRF cookie, security headers and error pages."""
+
+    def __init__(self, app: Any, settings: Settings, page: Callable[..., Response]) -> None:
+        super().__init__(app)
+        self.settings = settings
+        self.page = page
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        path = request.url.path
+        identity = identify(
+            self.settings,
+            request.headers.get("authorization"),
+            request.cookies.get(SESSION_COOKIE),
+        )
+        if identity is None and not path.startswith(PUBLIC):
+            return self._challenge(request)
+        request.state.identity = identity or Identity("anonymous", False)
+        csrf = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+        request.state.csrf = csrf
+        try:
+            response = await call_next(request)
+        except ExecutionNotFoundError as exc:
+            response = self.page(request, "error.html", 404, title="Not found", message=str(exc))
+        except (ExecutionFinishedError, InvalidArgumentError) as exc:
+            response = self.page(request, "error.html", 400, title="Refused", message=str(exc))
+        except UnavailableError as exc:
+            response = self.page(
+                request, "error.html", 503, title="Cluster unavailable", message=str(exc)
+            )
+        if CSRF_COOKIE not in request.cookies:
+            response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    def _challenge(self, request: Request) -> Response:
+        if self.settings.token is not None and "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse("/login", status_code=303)
+        headers = {"WWW-Authenticate": 'Basic realm="raftflow"'} if self.settings.users else {}
+        return PlainTextResponse("authentication required", status_code=401, headers=headers)
+
+
+def serve(engine: Engine, settings: Settings) -> None:
+    """Serve the dashboard until Ctrl-C (uvicorn)."""
+    import uvicorn
+
+    app = create_app(engine, settings)
+    auth = "open (loopback)" if settings.open else "authenticated"
+    mode = ", read-only" if settings.read_only else ""
+    print(
+        f"raftflow dashboard on http://{settings.host}:{settings.port}/ ({auth}{mode})", flush=True
+    )
+    started = time.monotonic()
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    print(f"dashboard stopped after {time.monotonic() - started:.0f}s", flush=True)

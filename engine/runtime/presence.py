@@ -1,0 +1,141 @@
+"""A worker's presence: who runs, since when, doing what -- for ``raftflow workers``.
+
+Every ``BEAT_INTERVAL`` seconds a worker upserts its row of the ``workers`` table (one
+request, one Raft entry: a write every 10 s per worker, whatever its load), and a last
+one with state ``stopped`` when it stops. Its in-flight executions are not written here:
+they are its leases, read live from the queue (:mod:`raftflow.stores.inspect`).
+
+The same beat carries *duties*: a task that one worker at a time should do, held as a
+lease in ``worker_duties`` that the holder renews with each beat and that another worker
+takes once it lapses (three beats). The only duty today is sampling the queue's depth for
+the Prometheus metrics (:mod:`raftflow.engine.ops.metrics`): workers whose hooks ask for it
+(``Hooks.samples_queue``) compete, and the holder reads the queue after its beat, so N
+workers cost one depth read per beat, not N.
+
+A failed beat is logged and the next one tries again: presence is never fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from raftflow.engine.runtime.retention import RETENTION_DUTY
+from raftflow.stores.inspect import OPS, InspectFlows, QueueSnapshot
+from raftflow.transports.db.flow import Flow, Request
+
+if TYPE_CHECKING:
+    from raftflow.engine.runtime.session import Session
+
+log = logging.getLogger("raftflow.worker")
+
+#: Seconds between two beats of a worker.
+BEAT_INTERVAL = 10.0
+#: The duty of sampling the queue's depth for the metrics.
+QUEUE_SAMPLER = "queue_sampler"
+#: A worker not seen for this long is removed from ``workers`` (by the others' beats).
+FORGET_AFTER = 86_400.0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raftflow")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that is not installed
+        return "unknown"
+
+
+VERSION = _version()
+
+
+@dataclass
+class PresenceState:
+    """What the worker's last beat learned."""
+
+    seen_at: float | None = None  # the last beat that was written (cluster clock)
+    sampler: bool = False  # this worker holds the queue-sampling duty
+    queue: QueueSnapshot | None = None  # its last sample, when it holds it
+
+
+class Presence:
+    """The beat of one worker's run (a task of its :class:`Session`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.state = session.worker.presence
+        self.inspect = InspectFlows(session.backend.queue.clock)
+        self.started_at: float | None = None
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.session.backend.run(self.beat())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("worker %s: presence beat failed: %s", self.session.worker_id, exc)
+            await asyncio.sleep(BEAT_INTERVAL)
+
+    async def leave(self) -> None:
+        """The last beat: state ``stopped``, the duties given up (best effort)."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.session.backend.run(self.beat(stopped=True)), 5.0)
+
+    def beat(self, *, stopped: bool = False) -> Flow[None]:
+        session = self.session
+        now = yield from session.backend.queue.clock.now()
+        if self.started_at is None:
+            self.started_at = now
+        state = "stopped" if stopped else "draining" if session.stopping.is_set() else "running"
+        worker_id = session.worker_id
+        statements = [
+            OPS(
+                "beat",
+                {
+                    "worker_id": worker_id,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "version": VERSION,
+                    "concurrency": session.options.concurrency,
+                    "min_priority": session.options.min_priority,
+                    "state": state,
+                    "started_at": self.started_at,
+                    "now": now,
+                    "steps": session.stats.steps,
+                    "running": len(session.tasks),
+                },
+            ),
+            OPS("forget_workers", {"cutoff": now - FORGET_AFTER}),
+        ]
+        duty = {"duty": QUEUE_SAMPLER, "worker_id": worker_id}
+        competes = session.hooks.samples_queue and not stopped
+        if competes:
+            expiry = now + 3 * BEAT_INTERVAL
+            statements.append(OPS("take_duty", {**duty, "now": now, "expiry": expiry}))
+            statements.append(OPS("duty_holder", duty))
+        elif stopped:
+            statements.append(OPS("drop_duty", duty))
+        # The retention duty (engine/runtime/retention.py): its holder deletes expired executions.
+        retention = {"duty": RETENTION_DUTY, "worker_id": worker_id}
+        retains = session.retention is not None and not stopped
+        if retains:
+            expiry = now + 3 * BEAT_INTERVAL
+            statements.append(OPS("take_duty", {**retention, "now": now, "expiry": expiry}))
+            statements.append(replace(OPS("duty_holder", retention), name="ops.retention_holder"))
+        elif stopped and session.retention is not None:
+            statements.append(OPS("drop_duty", retention))
+        response = yield Request(tuple(statements), transaction=True)
+        response.raise_for_errors()
+        self.state.seen_at = now
+        holder = response.result_of("ops.duty_holder").first() if competes else None
+        self.state.sampler = bool(holder and holder["worker_id"] == worker_id)
+        if retains and session.retention is not None:
+            keeper = response.result_of("ops.retention_holder").first()
+            session.retention.on_beat(bool(keeper and keeper["worker_id"] == worker_id))
+        self.state.queue = (yield from self.inspect.queue()) if self.state.sampler else None

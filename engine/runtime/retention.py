@@ -1,0 +1,150 @@
+"""Retention: finished executions are deleted once they are older than ``Engine(retention=)``.
+
+An execution that succeeded, failed or was cancelled (and every archived run of
+``continue_as_new``) whose end is older than the retention period (default 30 days) is
+deleted with its steps, signals, events and any event left in its queue group. Executions
+that have not finished are never touched, however old.
+
+One worker at a time does it: the *retention duty*, a lease carried by the presence beats
+(:mod:`raftflow.engine.runtime.presence`), so N workers cost no more than one. The holder deletes
+in small batches (``WorkerOptions(retention_batch=50)`` executions per request, one
+transaction), paced so that the deletes take a small share of the cluster's time
+(``retention_share=0.05``: after a batch whose request took t, a pause of 19 t), and
+skips a batch while more than half of its slots run executions. When nothing is left to
+delete it checks again at its next beat, with a ``weak`` read (no Raft entry).
+
+Why so small and so slow: rqlite applies one entry at a time, so a claim that arrives
+while a batch is applied waits for it (and the three replicas applying it take CPU from
+everything else). With batches of 1,000 taking a quarter of the time (the first version),
+claims had a p99 2.5x as high while it deleted (bench/retention.py: 100k expired
+executions on a 3-node cluster, alternating rounds); batches of 50 paced to 5% left p50
+within 2% and p99 within 9% in three runs (batches of 100: p99 up to 1.37x), and still
+delete about 100 executions a second on that loaded 2-core machine, five times what it
+finishes (docs/performance.md).
+
+All workers should run with the same ``retention``: the duty's holder applies its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from raftflow.engine.errors import ConfigurationError
+from raftflow.engine.runtime.schedules import SQL
+from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.flow import Flow, Request
+
+if TYPE_CHECKING:
+    from raftflow.engine.runtime.session import Session
+
+log = logging.getLogger("raftflow.worker")
+
+#: How long finished executions are kept by default.
+DEFAULT_RETENTION = timedelta(days=30)
+#: The duty (:mod:`raftflow.engine.runtime.presence`) whose holder deletes expired executions.
+RETENTION_DUTY = "retention"
+
+
+def check_retention(value: object) -> timedelta | None:
+    if value is None:
+        return None
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise ConfigurationError(
+            f"retention must be a positive timedelta (or None: keep for ever), not {value!r}"
+        )
+    return value
+
+
+class RetentionFlows:
+    """The retention's operations on the database (I/O-free flows), each one request."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def due(self, keep: float) -> Flow[bool]:
+        """Whether any finished execution is older than ``keep`` seconds (a weak read)."""
+        now = yield from self.clock.now()
+        params = {"cutoff": now - keep, "batch": 1}
+        response = yield Request((SQL("expired_any", params),), level="weak")
+        row = response.raise_for_errors()[0].first() or {}
+        return bool(row.get("due"))
+
+    def delete_batch(self, keep: float, batch: int) -> Flow[int]:
+        """Delete up to ``batch`` expired executions and everything of theirs, in one
+        transaction; how many executions it deleted."""
+        now = yield from self.clock.now()
+        params = {"cutoff": now - keep, "batch": batch, "now": now}
+        names = (
+            "delete_steps",
+            "delete_signals",
+            "delete_events",
+            "delete_messages",
+            "delete_executions",
+        )
+        response = yield Request(tuple(SQL(name, params) for name in names), transaction=True)
+        return int(response.raise_for_errors()[len(names) - 1].rows_affected or 0)
+
+
+class Retention:
+    """The retention task of one worker's run: active while it holds the duty."""
+
+    def __init__(self, session: Session, keep: timedelta) -> None:
+        self.session = session
+        self.keep = keep.total_seconds()
+        self.flows = RetentionFlows(session.backend.queue.clock)
+        self.held = False  # set by the presence beat
+        self.wake = asyncio.Event()
+        self.deleted = 0
+        self.took: list[float] = []  # how long each batch's request took (the last 1,000)
+
+    def on_beat(self, held: bool) -> None:
+        self.held = held
+        if held:
+            self.wake.set()
+
+    def busy(self) -> bool:
+        session = self.session
+        return len(session.tasks) > session.options.concurrency // 2
+
+    def may_delete(self) -> bool:
+        return self.held and not self.session.stopping.is_set()
+
+    async def drain(self) -> None:
+        """Delete batch after batch, paced, until nothing expired is left or the duty is
+        lost (or the worker stops)."""
+        options = self.session.options
+        while self.may_delete():
+            if self.busy():
+                await asyncio.sleep(options.retention_pause)
+                continue
+            started = time.perf_counter()
+            flow = self.flows.delete_batch(self.keep, options.retention_batch)
+            deleted = await self.session.backend.run(flow)
+            took = time.perf_counter() - started
+            self.deleted += deleted
+            self.took = [*self.took[-999:], took]
+            if deleted:
+                log.info("retention: deleted %d finished executions", deleted)
+            if deleted < options.retention_batch:
+                break
+            pause = took * (1 / options.retention_share - 1)
+            await asyncio.sleep(max(options.retention_pause, pause))
+
+    async def run(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            try:
+                if not self.held or self.busy():
+                    continue
+                if not await self.session.backend.run(self.flows.due(self.keep)):
+                    continue
+                await self.drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the next beat tries again
+                log.warning("worker %s: retention failed: %s", self.session.worker_id, exc)

@@ -1,0 +1,189 @@
+"""The worker: claims executions' events, runs their workflows, commits their steps.
+
+:class:`Worker` is the handle (options, stats, :meth:`Worker.stop`); each
+:meth:`Worker.run` creates a :class:`~raftflow.engine.runtime.session.Session` holding everything
+that lives only while it runs (the event loop, the connection, the committer, the thread
+pool, the running executions).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from raftflow.engine.runtime.hooks import HookChain
+from raftflow.engine.runtime.presence import PresenceState
+from raftflow.transports.errors import InvalidArgumentError
+from raftflow.transports.payload import check_id, check_priority
+
+if TYPE_CHECKING:
+    from raftflow.engine.app import Engine
+    from raftflow.engine.runtime.session import Session
+
+log = logging.getLogger("raftflow.worker")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker runs. Every field has a default that suits a small cluster."""
+
+    concurrency: int = 4
+    worker_id: str | None = None
+    min_priority: int = 0
+    visibility: float = 30.0  # lease length; the heartbeat renews it for long steps
+    # Steps run without a new claim before the turn is handed back -- when another
+    # execution waits to be claimed (read at most every WAITING_TTL s). With nothing
+    # waiting, a hand-back would only cost a claim: a Raft entry, and the claim's wait.
+    steps_per_turn: int = 16
+    # Hand the turn back every steps_per_turn steps even with nothing waiting (the
+    # behaviour before; what tests of turn boundaries and replays use).
+    yield_idle_turns: bool = False
+    poll_interval: float = 0.01  # first idle poll delay, doubling up to max_poll_interval
+    max_poll_interval: float = 0.1  # idle polls are weak reads: no Raft entry
+    drain_timeout: float = 30.0  # on stop: how long running steps may take to finish
+    park_unknown: float = 60.0  # how long an event this worker cannot run stays parked
+    max_batch: int = 64  # commits per request at most
+    # Commit requests in flight at once. 1 measured best on rqlite (bench/, docs/
+    # performance.md): rqlite is CPU-bound, and more requests only split the batches.
+    max_inflight: int = 1
+    retry_delay: float = 0.5  # after a failed claim; the first back-off of a hand-back
+    # Runs kept suspended between turns (a claim that finds nothing changed resumes one
+    # without reading or replaying its history); least recently used out. 0: none.
+    sticky_cache: int = 256
+    # And while the process's resident memory is above this many MiB, the least recently
+    # used of them are dropped too (they replay at their next turn). None: no memory limit.
+    sticky_cache_mb: float | None = None
+    # Retention (engine/runtime/retention.py): executions deleted per request, the share of time
+    # the deletes may take (after a batch that took t, a pause of t * (1/share - 1)), and
+    # the least pause between two requests. Measured in bench/retention.py.
+    retention_batch: int = 50
+    retention_share: float = 0.05
+    retention_pause: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in (
+            "concurrency",
+            "steps_per_turn",
+            "max_batch",
+            "max_inflight",
+            "sticky_cache",
+            "retention_batch",
+        ):
+            value = getattr(self, name)
+            least = 0 if name == "sticky_cache" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidArgumentError(f"{name} must be an int >= {least}, not {value!r}")
+        for name in (
+            "visibility",
+            "poll_interval",
+            "max_poll_interval",
+            "drain_timeout",
+            "park_unknown",
+            "retry_delay",
+            "retention_pause",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgumentError(f"{name} must be a number of seconds, not {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise InvalidArgumentError(f"{name} must be positive and finite, not {value!r}")
+        share = self.retention_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise InvalidArgumentError(f"retention_share must be in (0, 1], not {share!r}")
+        if self.sticky_cache_mb is not None and (
+            isinstance(self.sticky_cache_mb, bool)
+            or not isinstance(self.sticky_cache_mb, (int, float))
+            or not math.isfinite(self.sticky_cache_mb)
+            or self.sticky_cache_mb <= 0
+        ):
+            raise InvalidArgumentError(
+                f"sticky_cache_mb must be a positive number or None, not {self.sticky_cache_mb!r}"
+            )
+        if not isinstance(self.yield_idle_turns, bool):
+            raise InvalidArgumentError(
+                f"yield_idle_turns must be a bool, not {self.yield_idle_turns!r}"
+            )
+        check_priority(self.min_priority)
+        if self.worker_id is not None:
+            check_id(self.worker_id, what="worker_id")
+
+
+@dataclass
+class WorkerStats:
+    """Counters for tests, benchmarks and logs."""
+
+    claims: int = 0
+    claimed: int = 0
+    empty_claims: int = 0
+    polls: int = 0
+    commits: int = 0
+    commit_requests: int = 0
+    steps: int = 0
+    fenced: int = 0
+    executions_finished: int = 0
+    handed_back: int = 0
+    adopted: int = 0  # executions started in this process and handed over in memory
+    resumed: int = 0  # turns resumed from a kept continuation, without a replay
+
+
+class Worker:
+    """Runs the workflows of ``engine`` until :meth:`stop` (or a signal via run_worker)."""
+
+    def __init__(self, engine: Engine, options: WorkerOptions | None = None) -> None:
+        self.engine = engine
+        self.options = options or WorkerOptions()
+        self.worker_id = self.options.worker_id or default_worker_id()
+        self.hooks = HookChain(engine.hooks)
+        self.stats = WorkerStats()
+        #: What this worker's presence beat last learned (``raftflow workers``, metrics).
+        self.presence = PresenceState()
+        self._stop_requested = threading.Event()
+        self._session: Session | None = None
+        self._round_trips = 0
+
+    @property
+    def round_trips(self) -> int:
+        """HTTP requests (or SQLite requests) this worker has sent so far."""
+        session = self._session
+        return session.round_trips if session is not None else self._round_trips
+
+    def stop(self) -> None:
+        """Stop claiming, let running steps finish (``drain_timeout``), then return from
+        :meth:`run`. Thread-safe; called before :meth:`run`, that run returns at once."""
+        self._stop_requested.set()
+        session = self._session
+        if session is not None:
+            session.request_stop()
+
+    async def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
+        """Work until :meth:`stop` is called."""
+        from raftflow.engine.runtime.session import Session
+
+        if self._stop_requested.is_set():
+            self._stop_requested.clear()
+            log.info("worker %s: stop() was called before run(); not starting", self.worker_id)
+            if on_ready is not None:
+                on_ready()
+            return
+        backend = self.engine.backend.to_async()
+        session = Session(self, backend)
+        self._session = session
+        if self._stop_requested.is_set():  # stop() ran between the check and the assignment
+            session.request_stop()
+        try:
+            await session.run(on_ready)
+        finally:
+            self._round_trips = session.round_trips
+            self._session = None
+            self._stop_requested.clear()
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

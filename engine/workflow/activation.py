@@ -1,0 +1,606 @@
+"""One run of an execution's workflow code by a worker that holds its lease.
+
+The workflow function runs from the start. A step call whose result is recorded returns
+that result (or raises its recorded error) without running the step: the code between
+steps is replayed and sees the same values. The first unrecorded step runs, and its
+outcome is staged here and committed -- before the next step runs, or with the
+workflow's outcome if it returns first -- together with the ack of the current event and
+the publish of the next (:class:`~raftflow.engine.backend.Commit`, one fenced statement).
+While the worker keeps the turn the next event stays leased to it, so the workflow simply
+continues in memory; when the turn ends (or another event of the execution is waiting)
+the next event goes back to the queue and the next step call unwinds the run: the next
+claimer replays up to there. :mod:`raftflow.engine.workflow.steppath` is that path as a flow.
+
+Who changes what: the worker's event loop owns the lease (``lease``, ``held``,
+``turn_steps``, ``committing``); the thread or task running the workflow code owns the
+replay (``next_index``, ``staged``, ``in_step``). Each side only reads the other's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import traceback
+from collections.abc import Coroutine
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import pydantic
+from pydantic_core import PydanticSerializationError
+from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal, Write
+from raftflow.engine.errors import (
+    HistoryLimitError,
+    InputValidationError,
+    NonDeterminismError,
+    StepError,
+    WorkflowError,
+)
+from raftflow.engine.workflow.events import RUN_TEXT
+from raftflow.engine.workflow.registry import Codec, Registry, StepDef, WorkflowDef
+from raftflow.stores.contract import AttemptRecord, ErrorInfo, Status, StepRecord
+from raftflow.transports.errors import InvalidArgumentError, RaftflowError
+from raftflow.transports.payload import from_json, to_json
+
+if TYPE_CHECKING:
+    from raftflow.engine.runtime.hooks import HookChain
+    from raftflow.stores.flows import StoreFlows
+    from raftflow.transports.db.flow import Flow
+
+T = TypeVar("T")
+
+log = logging.getLogger("raftflow.worker")
+
+#: Longest traceback kept with an error (the tail is kept: it names the failing line).
+MAX_TRACEBACK_CHARS = 16_000
+#: Longest error message kept (a huge one must not make the record itself too large).
+MAX_MESSAGE_CHARS = 16_000
+
+
+class Host(Protocol):
+    """What an activation needs from the worker that runs it."""
+
+    loop: asyncio.AbstractEventLoop
+    worker_id: str
+    max_payload_bytes: int
+    hooks: HookChain
+    store: StoreFlows
+    registry: Registry
+    max_history: int
+
+    async def commit(self, commit: Commit) -> CommitOutcome: ...
+
+    async def run_flow(self, flow: Flow[T]) -> T: ...
+
+    def clock_estimate(self) -> float: ...
+
+    def clock_uncertainty(self) -> float:
+        """How far the cluster's clock may be from its last sync's reading, either way."""
+        ...
+
+    def clock_earliest(self) -> float:
+        """A time the cluster's clock has surely reached (without I/O)."""
+        ...
+
+    def short_wait(self) -> float:
+        """The longest wait a run pauses for in place (longer ones park its next event)."""
+        ...
+
+    def keep_turn(self, activation: Activation) -> bool: ...
+
+    def finished(self, execution_id: str, status: Status) -> None: ...
+
+    @property
+    def sticky(self) -> bool:
+        """Whether runs may wait suspended for their next turn (a continuation cache)."""
+        ...
+
+
+class ContinueAsNew(BaseException):
+    """Raised by ``engine.continue_as_new``: this run ends, the next starts with
+    ``input_json``. A BaseException: a workflow's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, input_json: str) -> None:
+        super().__init__("continue as new")
+        self.input_json = input_json
+
+
+class Unwind(BaseException):
+    """Ends a workflow run early: this worker no longer holds (or gives up) the lease.
+
+    A BaseException so that a workflow's ``except Exception`` cannot swallow it.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A call's record that is not committed yet, as the commit will write it."""
+
+    record: StepRecord
+    output: str | None
+    error: str | None
+    attempt: str | None = None  # a failed attempt to append to the step's history
+    consume_signal: int | None = None
+    # A transaction step's attempt: its writes (committed with this record or not at all),
+    # and what :func:`~raftflow.engine.workflow.steppath.rewind` needs if they are refused.
+    writes: tuple[Write, ...] = ()
+    previous: StepRecord | None = None
+    attempt_started: float = 0.0
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return ErrorInfo(
+        type=type(exc).__qualname__,
+        message=str(exc)[:MAX_MESSAGE_CHARS],
+        traceback=text[-MAX_TRACEBACK_CHARS:],
+    )
+
+
+class Activation:
+    """The state of one run: the lease, the recorded calls and the position in them."""
+
+    def __init__(self, host: Host, workflow: WorkflowDef, claimed: Claimed) -> None:
+        assert claimed.execution is not None
+        self.host = host
+        self.workflow = workflow
+        self.record = claimed.execution
+        self.recorded = {step.idx: step for step in claimed.steps}
+        self.last_index = max(self.recorded, default=-1)
+        self.signals = {signal.seq: signal for signal in claimed.signals}  # unread
+        self.children = dict(claimed.children)
+        # The loop's side.
+        self.lease = claimed.lease
+        self.held = True  # this worker holds self.lease
+        self.turn_steps = 0  # commits since the claim
+        self.committing = False  # a commit is in flight: the heartbeat leaves it alone
+        self.commits = 0
+        # The workflow code's side.
+        self.next_index = 0
+        self.staged: Staged | None = None
+        self.sent: Staged | None = None  # the staged call of the last commit sent
+        self.in_step = False
+        self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
+        #: Set when the run gave up for a reason outside user code: hand the lease back.
+        self.failure: BaseException | None = None
+        # Turns (sticky continuation): the worker awaits ``turn``, which the run resolves
+        # with "suspended" when it waits for its next turn, or "done" when it ends.
+        self.turn: asyncio.Future[str] | None = None
+        self.commit_id: str | None = claimed.execution.commit_id  # the last full commit
+        self._wake = threading.Event()  # a sync run waits on it while suspended
+        self._awake: asyncio.Future[bool] | None = None  # an async run awaits it
+        self._resumed = False
+
+    @property
+    def execution_id(self) -> str:
+        return self.record.id
+
+    @property
+    def is_async(self) -> bool:
+        return self.workflow.is_async
+
+    def now(self) -> float:
+        """The cluster's time, without I/O (deadlines and wake times are measured on it)."""
+        return self.host.clock_estimate()
+
+    def after(self, seconds: float, *, now: float | None = None) -> float:
+        """A wake time (or deadline) ``seconds`` from now that is surely no earlier on the
+        cluster's clock: the estimate plus its uncertainty. With :meth:`passed`, timers
+        never fire early, however far either worker's estimate is off (found by tests/sim:
+        a sleep set by a worker whose estimate was behind ended early by that much).
+        ``now``: a reading of :meth:`now` already taken, to count from it."""
+        return (self.now() if now is None else now) + self.host.clock_uncertainty() + seconds
+
+    def passed(self, deadline: float) -> bool:
+        """Whether ``deadline`` has surely passed on the cluster's clock."""
+        return self.host.clock_earliest() >= deadline
+
+    def remaining(self, deadline: float) -> float:
+        """How long until ``deadline`` has surely passed (<= 0: it has)."""
+        return deadline - self.host.clock_earliest()
+
+    def args(self) -> tuple[Any, ...]:
+        try:
+            return self.workflow.call_args(self.record.input)
+        except pydantic.ValidationError as exc:
+            raise InputValidationError(
+                f"stored input of {self.execution_id!r} no longer validates: {exc}"
+            ) from None
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def peek(self) -> StepRecord | None:
+        """The record at the next call's position, without taking the position."""
+        return self.recorded.get(self.next_index)
+
+    def next_call(self, kind: str, name: str) -> tuple[int, StepRecord | None]:
+        """The index of the workflow's next call, and its record if it has one. A record
+        of another call than this one is a :class:`NonDeterminismError`."""
+        if self.in_step:
+            raise WorkflowError(
+                f"execution {self.execution_id!r} called {kind} {name!r} while a step was "
+                "running: the calls of one execution run one at a time (await each)"
+            )
+        index = self.next_index
+        limit = self.host.max_history
+        if index >= limit and index not in self.recorded:
+            raise HistoryLimitError(
+                f"execution {self.execution_id!r} reached its history limit of {limit} calls: "
+                "end the run with engine.continue_as_new(...) before that (or raise "
+                "Engine(max_history=...))"
+            )
+        if index == int(limit * 0.8) and index not in self.recorded:
+            log.warning(
+                "execution %s: %d calls recorded, 80%% of the history limit (%d); a loop "
+                "that never ends should call engine.continue_as_new()",
+                self.execution_id,
+                index,
+                limit,
+            )
+        self.next_index += 1
+        record = self.recorded.get(index)
+        if record is not None and (record.kind, record.name) != (kind, name):
+            self.fatal = NonDeterminismError(
+                f"execution {self.execution_id!r}: call {index} is recorded as "
+                f"{record.kind} {record.name!r} but the workflow now calls {kind} {name!r}"
+            )
+            raise self.fatal
+        return index, record
+
+    def result(self, step: StepDef, record: StepRecord, cause: Exception | None = None) -> Any:
+        """A step's value from its record, or :class:`StepError` (caused by the step's own
+        exception when it ran in this run)."""
+        if not record.succeeded:
+            raise StepError(step.name, _error(record)) from cause
+        return step.output.from_json_value(record.output)
+
+    def take_signal(self, topic: str) -> Signal | None:
+        """The oldest unread signal of ``topic`` this run knows of, taken."""
+        for seq in sorted(self.signals):
+            if self.signals[seq].topic == topic:
+                return self.signals.pop(seq)
+        return None
+
+    def deadline_passed(self) -> bool:
+        deadline = self.record.deadline
+        return deadline is not None and self.passed(deadline)
+
+    # -- staging --------------------------------------------------------------------------
+
+    def stage_step(
+        self,
+        step: StepDef,
+        index: int,
+        started: float,
+        value: Any,
+        exc: Exception | None,
+        *,
+        attempts: int = 1,
+        previous: StepRecord | None = None,
+        writes: tuple[Write, ...] = (),
+    ) -> StepRecord:
+        """Keep a step's final outcome until its commit (with the next call, or the
+        outcome): this code is then replayed, so only a crash in between re-runs it.
+        ``writes``: a transaction step's, committed with the record (dropped when the
+        step failed)."""
+        output, exc = self._encode(step.output, value, exc, f"step {step.name!r}")
+        error = None if exc is None else to_json(error_info(exc).to_json(), what="step error")
+        return self.stage(
+            index,
+            "step",
+            step.name,
+            "succeeded" if exc is None else "failed",
+            output=output,
+            error=error,
+            started=started if previous is None else previous.started_at,
+            attempts=attempts,
+            history=() if previous is None else previous.history,
+            writes=writes if exc is None else (),
+            previous=previous,
+            attempt_started=started,
+        )
+
+    def stage_retry(
+        self,
+        step: StepDef,
+        index: int,
+        attempt: int,
+        started: float,
+        exc: Exception,
+        delay: float,
+        previous: StepRecord | None,
+    ) -> StepRecord:
+        """A failed attempt with another one due ``delay`` seconds after its end (surely,
+        on the cluster's clock: :meth:`after`): recorded as ``retrying``. The end and the
+        wake time are one reading of the clock, so a thread stalled between two readings
+        cannot bring the next attempt closer than ``delay`` to this one's recorded end."""
+        info = error_info(exc)
+        ended = self.now()
+        wake_at = self.after(delay, now=ended)
+        entry = AttemptRecord(attempt, info.type, info.message, started, ended)
+        history = (*(() if previous is None else previous.history), entry)
+        return self.stage(
+            index,
+            "step",
+            step.name,
+            "retrying",
+            error=to_json(info.to_json(), what="step error"),
+            started=started if previous is None else previous.started_at,
+            attempts=attempt,
+            wake_at=wake_at,
+            history=history,
+            attempt=to_json(
+                {
+                    "attempt": attempt,
+                    "type": info.type,
+                    "message": info.message,
+                    "started_at": started,
+                    "ended_at": entry.ended_at,
+                },
+                what="attempt",
+            ),
+        )
+
+    def stage(
+        self,
+        index: int,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        started: float | None = None,
+        attempts: int = 1,
+        wake_at: float | None = None,
+        history: tuple[AttemptRecord, ...] = (),
+        attempt: str | None = None,
+        consume_signal: int | None = None,
+        writes: tuple[Write, ...] = (),
+        previous: StepRecord | None = None,
+        attempt_started: float = 0.0,
+    ) -> StepRecord:
+        """Keep the record of a call (JSON already encoded) until the next commit."""
+        now = self.now()
+        record = StepRecord(
+            execution_id=self.execution_id,
+            idx=index,
+            name=name,
+            succeeded=status == "succeeded",
+            output=None if output is None else from_json(output),
+            error=None if error is None else ErrorInfo.from_json(from_json(error)),
+            started_at=now if started is None else started,
+            ended_at=now,
+            worker_id=self.host.worker_id,
+            kind=kind,
+            status=status,
+            attempts=attempts,
+            wake_at=wake_at,
+            history=history,
+        )
+        self.staged = Staged(
+            record, output, error, attempt, consume_signal, writes, previous, attempt_started
+        )
+        self.recorded[index] = record
+        self.last_index = max(self.last_index, index)
+        return record
+
+    def take_staged(self, **outcome: Any) -> Commit:
+        """The commit of the staged call and of ``outcome``: a final status, or where the
+        next event goes (kept by the turn, or parked: ``park_until``, ``wake_*``)."""
+        staged, self.staged = self.staged, None
+        self.sent = staged
+        # One Commit built from one dict: a replace() per part re-ran its 30-field __init__
+        # three or four times per step (this method: 15% -> 7% of the embedded worker's
+        # CPU at C=32, py-spy --gil).
+        fields: dict[str, Any] = {
+            "execution_id": self.execution_id,
+            "lease_seq": self.lease.seq,
+            "lease_token": self.lease.token,
+            "worker_id": self.host.worker_id,
+            **outcome,
+        }
+        if staged is not None:
+            record = staged.record
+            fields.update(
+                step_idx=record.idx,
+                step_name=record.name,
+                step_kind=record.kind,
+                step_status=record.status,
+                step_output=staged.output,
+                step_error=staged.error,
+                step_started_at=record.started_at,
+                step_attempts=record.attempts,
+                step_wake_at=record.wake_at,
+                step_attempt=staged.attempt,
+                consume_signal=staged.consume_signal,
+                writes=staged.writes,
+            )
+        status = fields.get("status")
+        if status is None or not status.is_final:  # the run goes on
+            fields.update(
+                status=Status.RUNNING, next_event=RUN_TEXT, next_priority=self.record.priority
+            )
+            if fields.get("park_until") is None and self.host.keep_turn(self):
+                fields["next_token"] = self.lease.token
+        return Commit(**fields)
+
+    def final_commit(self, value: Any, exc: Exception | None) -> Commit | None:
+        """The commit of the workflow's outcome (with the staged step), or None when this
+        worker no longer holds the execution: the next claimer replays to here."""
+        if not self.held:
+            return None
+        if self.fatal is not None:
+            exc = self.fatal
+        what = f"workflow {self.workflow.name!r}"
+        output, exc = self._encode(self.workflow.output, value, exc, what)
+        error = None
+        if exc is not None:
+            info = error_info(exc)
+            if isinstance(exc, StepError):  # report the step's own exception
+                info = replace(exc.error, message=f"in step {exc.step!r}: {exc.error.message}")
+            error = to_json(info.to_json(), what="workflow error")
+        status = Status.SUCCEEDED if exc is None else Status.FAILED
+        unlinked = self.record.parent_id is None and self.workflow.concurrency is None
+        return self.take_staged(status=status, output=output, error=error, unlinked=unlinked)
+
+    def continue_commit(self, input_json: str) -> Commit:
+        """The commit that ends this run and starts the next with ``input_json``."""
+        return self.take_staged(continue_input=input_json)
+
+    def cancel_commit(self, reason: str) -> Commit:
+        """The commit that ends the run as cancelled (the staged call goes with it)."""
+        return self.take_staged(status=Status.CANCELLED, error=cancelled_error(reason))
+
+    def _encode(
+        self, codec: Codec, value: Any, exc: Exception | None, what: str
+    ) -> tuple[str | None, Exception | None]:
+        """A result as JSON text, or the error that makes it unusable (it becomes the
+        outcome: a result that does not match its annotation is the code's bug)."""
+        if exc is not None:
+            return None, exc
+        try:
+            return to_json(
+                codec.to_json_value(value),
+                what=f"result of {what}",
+                limit=self.host.max_payload_bytes,
+            ), None
+        except (pydantic.ValidationError, PydanticSerializationError) as bad:
+            return None, InvalidArgumentError(
+                f"result of {what} does not match its annotation {codec.annotation!r}: {bad}"
+            )
+        except InvalidArgumentError as bad:
+            return None, bad
+
+    # -- commits (on the worker's loop) ---------------------------------------------------
+
+    async def commit(self, commit: Commit) -> CommitOutcome:
+        """Send a commit through the worker's committer; the lease it leaves us is taken
+        here, on the loop, so the heartbeat never sees the old lease after the commit."""
+        self.committing = True
+        self.commits += 1
+        try:
+            outcome = await self.host.commit(commit)
+        except Exception as exc:  # any: the network, rqlite, the clock, a bug of ours
+            raise self.give_up("its commit failed", exc) from exc
+        finally:
+            self.committing = False
+        if outcome.applied:
+            self.turn_steps += 1
+            if not commit.lean:
+                self.commit_id = commit.commit_id
+            if outcome.next_seq is None:  # the outcome, or the end of the turn
+                self.held = False
+            elif outcome.next_expiry is not None:  # a new message leased to us
+                self.lease = replace(
+                    self.lease, seq=outcome.next_seq, expires_at=outcome.next_expiry
+                )
+        return outcome
+
+    def check_applied(self, outcome: CommitOutcome) -> None:
+        """A step commit that did not apply: another worker holds the execution now."""
+        if not outcome.applied:
+            self.held = False
+            log.warning(
+                "execution %s: step not recorded (%s); another worker holds the execution",
+                self.execution_id,
+                outcome.error,
+            )
+            raise Unwind()
+
+    def conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
+        self.held = False
+        if outcome.applied and commit.status is not None and commit.status.is_final:
+            self.host.finished(self.execution_id, commit.status)
+        if not outcome.applied:
+            log.warning(
+                "execution %s: outcome not recorded (%s); another worker holds it",
+                self.execution_id,
+                outcome.error,
+            )
+
+    def give_up(self, why: str, cause: BaseException) -> Unwind:
+        """A failure outside user code: never the workflow's outcome. The run unwinds and
+        the worker hands the execution back, to be run again (here or elsewhere)."""
+        if self.failure is None:
+            self.failure = cause
+            log.warning(
+                "execution %s: %s (%s: %s); handing it back to be retried",
+                self.execution_id,
+                why,
+                type(cause).__name__,
+                cause,
+                exc_info=not isinstance(cause, RaftflowError),  # a bug's traceback, not a timeout's
+            )
+        return Unwind()
+
+    # -- turns: suspended between them, resumed in memory --------------------------------
+
+    def end_turn(self, how: str) -> None:
+        """Thread-safe: tell the worker this turn is over ("suspended" or "done")."""
+        self.host.loop.call_soon_threadsafe(self._end_turn, how)
+
+    def _end_turn(self, how: str) -> None:
+        if self.turn is not None and not self.turn.done():
+            self.turn.set_result(how)
+
+    def can_suspend(self) -> bool:
+        return self.failure is None and self.fatal is None and self.host.sticky
+
+    def suspend(self) -> bool:
+        """In a sync run's thread: wait for the next turn; True to go on, False to unwind."""
+        if not self.can_suspend():
+            return False
+        self._wake.clear()
+        self.end_turn("suspended")
+        self._wake.wait()
+        return self._resumed
+
+    async def asuspend(self) -> bool:
+        """In an async run's task: wait for the next turn; True to go on, False to unwind."""
+        if not self.can_suspend():
+            return False
+        self._awake = self.host.loop.create_future()
+        self.end_turn("suspended")
+        return await self._awake
+
+    def fingerprint(self) -> tuple[str | None, int]:
+        """What the execution's row says when nothing happened since this run's turn: the
+        last full commit, and the last recorded call."""
+        return self.commit_id, self.last_index
+
+    def resume(self, claimed: Claimed) -> None:
+        """On the loop: the worker claimed the execution again and found it unchanged."""
+        assert claimed.execution is not None
+        self.lease = claimed.lease
+        self.record = claimed.execution
+        self.signals = {signal.seq: signal for signal in claimed.signals}
+        self.children = dict(claimed.children)
+        self.held, self.turn_steps = True, 0
+        self.turn = self.host.loop.create_future()
+        self._wake_up(True)
+
+    def discard(self) -> None:
+        """On the loop: the continuation is given up; its run unwinds."""
+        self._wake_up(False)
+
+    def _wake_up(self, resumed: bool) -> None:
+        self._resumed = resumed
+        if self.is_async:
+            if self._awake is not None and not self._awake.done():
+                self._awake.set_result(resumed)
+        else:
+            self._wake.set()
+
+    def wait(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on the worker's loop from a workflow thread and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.host.loop).result()
+
+
+def _error(record: StepRecord) -> ErrorInfo:
+    return record.error or ErrorInfo(type="Error", message="step failed")
+
+
+def cancelled_error(reason: str) -> str:
+    """The stored error of a cancelled execution: why it was cancelled."""
+    return to_json(ErrorInfo("Cancelled", reason).to_json(), what="cancel reason")

@@ -1,0 +1,242 @@
+"""Workflow and step definitions: names, sync/async, and how their values become JSON.
+
+A function's annotations decide its codec: the workflow's single parameter validates the
+input of ``engine.start`` and rebuilds it on every run; a return annotation turns a stored
+JSON result back into a value (a pydantic model, a dataclass, a ``list[int]``...). Without
+an annotation a value is stored and returned as plain JSON.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+from pydantic_core import PydanticSerializationError
+from raftflow.engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
+from raftflow.engine.workflow.ratelimit import RateLimit
+from raftflow.engine.workflow.retry import Retry
+from raftflow.transports.payload import check_id, check_seconds
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Validates a Python value against an annotation and converts it to and from JSON."""
+
+    annotation: Any
+    adapter: pydantic.TypeAdapter[Any] = field(repr=False)
+
+    @classmethod
+    def of(cls, annotation: Any) -> Codec:
+        return cls(annotation, pydantic.TypeAdapter(annotation))
+
+    def to_json_value(self, value: Any) -> Any:
+        """The JSON form of ``value`` (validated first, so a wrong type fails here)."""
+        if self.annotation is not Any:
+            value = self.adapter.validate_python(value)
+        return self.adapter.dump_python(value, mode="json")
+
+    def from_json_value(self, value: Any) -> Any:
+        return self.adapter.validate_python(value)
+
+
+ANY = Codec.of(Any)
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references
+        raise ConfigurationError(
+            f"cannot resolve the annotations of {fn.__qualname__}: {exc}"
+        ) from exc
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(inspect.unwrap(fn))
+
+
+@dataclass(frozen=True)
+class StepDef:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    output: Codec
+    retry: Retry | None = None
+    timeout: float | None = None  # of one attempt, in seconds
+    rate_limit: RateLimit | None = None
+
+    @classmethod
+    def of(
+        cls,
+        fn: Callable[..., Any],
+        name: str | None,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        rate_limit: RateLimit | None = None,
+    ) -> StepDef:
+        hints = _hints(fn)
+        if retry is not None and not isinstance(retry, Retry):
+            raise ConfigurationError(f"retry must be a Retry, not {type(retry).__name__}")
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise ConfigurationError(
+                f"rate_limit must be a RateLimit, not {type(rate_limit).__name__}"
+            )
+        return cls(
+            name=check_id(name or fn.__name__, what="step name"),
+            fn=fn,
+            is_async=_is_async(fn),
+            output=Codec.of(hints["return"]) if "return" in hints else ANY,
+            retry=retry,
+            timeout=_timeout(timeout),
+            rate_limit=rate_limit,
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowDef:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    input: Codec | None  # None: the workflow takes no argument
+    output: Codec
+    timeout: float | None = None  # cancelled if still running this long after its start
+    #: At most this many executions (per concurrency key) admitted at once, cluster-wide.
+    concurrency: int | None = None
+    concurrency_key: Callable[[Any], str] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        fn: Callable[..., Any],
+        name: str | None,
+        *,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[[Any], str] | None = None,
+    ) -> WorkflowDef:
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) > 1 or any(
+            p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY) for p in params
+        ):
+            raise ConfigurationError(
+                f"workflow {fn.__qualname__} must take one input argument (or none); "
+                "group several values in a pydantic model or a dict"
+            )
+        hints = _hints(fn)
+        input_codec = None
+        if params:
+            input_codec = Codec.of(hints.get(params[0].name, Any))
+        return cls(
+            name=check_id(name or fn.__name__, what="workflow name"),
+            fn=fn,
+            is_async=_is_async(fn),
+            input=input_codec,
+            output=Codec.of(hints["return"]) if "return" in hints else ANY,
+            timeout=_timeout(timeout),
+            concurrency=_concurrency(concurrency, concurrency_key),
+            concurrency_key=concurrency_key,
+        )
+
+    def limit(self, payload: Any) -> tuple[str, int] | None:
+        """The execution's limit key and slots for the JSON input ``payload``, or None.
+
+        The key is the workflow's name, with ``concurrency_key(input)`` after a colon when
+        there is one; a key function that fails or returns no string is bad input."""
+        if self.concurrency is None:
+            return None
+        if self.concurrency_key is None:
+            return self.name, self.concurrency
+        (value,) = self.call_args(payload) or (None,)
+        try:
+            key = self.concurrency_key(value)
+        except Exception as exc:
+            raise InputValidationError(
+                f"concurrency_key of workflow {self.name!r} failed on the input: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(key, str):
+            raise InputValidationError(
+                f"concurrency_key of workflow {self.name!r} must return a str, "
+                f"not {type(key).__name__}"
+            )
+        return check_id(f"{self.name}:{key}", what="concurrency key"), self.concurrency
+
+    def encode_input(self, value: Any) -> Any:
+        """Validate ``engine.start``'s input and return its JSON form."""
+        if self.input is None:
+            if value is not None:
+                raise InputValidationError(f"workflow {self.name!r} takes no input")
+            return None
+        try:
+            return self.input.to_json_value(value)
+        except pydantic.ValidationError as exc:
+            raise InputValidationError(
+                f"input of workflow {self.name!r} is invalid: {exc}"
+            ) from None
+        except PydanticSerializationError as exc:
+            raise InputValidationError(
+                f"input of workflow {self.name!r} cannot be serialized: {exc}"
+            ) from None
+
+    def call_args(self, stored_input: Any) -> tuple[Any, ...]:
+        if self.input is None:
+            return ()
+        return (self.input.from_json_value(stored_input),)
+
+
+def _concurrency(value: int | None, key: Callable[[Any], str] | None) -> int | None:
+    if value is None:
+        if key is not None:
+            raise ConfigurationError("concurrency_key needs concurrency=N (the slots per key)")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"concurrency must be an int >= 1, not {value!r}")
+    if key is not None and not callable(key):
+        raise ConfigurationError("concurrency_key must be a function of the workflow's input")
+    return value
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is None:
+        return None
+    return check_seconds(value, what="timeout", allow_zero=False)
+
+
+class Registry:
+    """The workflows and steps of one engine, by name."""
+
+    def __init__(self) -> None:
+        self.workflows: dict[str, WorkflowDef] = {}
+        self.steps: dict[str, StepDef] = {}
+
+    def add_workflow(self, definition: WorkflowDef) -> None:
+        self.workflows[_unique("workflows", self.workflows, definition)] = definition
+
+    def add_step(self, definition: StepDef) -> None:
+        self.steps[_unique("steps", self.steps, definition)] = definition
+
+    def workflow(self, ref: Any) -> WorkflowDef:
+        """The definition of a decorated workflow function, or of a workflow name."""
+        name = ref if isinstance(ref, str) else getattr(ref, "__raftflow_workflow__", None)
+        definition = self.workflows.get(name) if isinstance(name, str) else None
+        if definition is None:
+            shown = ref if isinstance(ref, str) else getattr(ref, "__qualname__", repr(ref))
+            raise UnknownWorkflowError(
+                f"{shown!r} is not a workflow registered with this engine (@engine.workflow)"
+            )
+        return definition
+
+
+def _unique(kind: str, table: dict[str, Any], definition: StepDef | WorkflowDef) -> str:
+    """The definition's name, unless another function already has it."""
+    existing = table.get(definition.name)
+    if existing is not None and existing.fn is not definition.fn:
+        raise ConfigurationError(
+            f"two {kind} are named {definition.name!r}; pass name=... to tell them apart"
+        )
+    return definition.name

@@ -1,0 +1,158 @@
+"""One database, chosen by its URL: an rqlite cluster, a SQLite file or SQLite in memory.
+
+A :class:`Database` is a connection plus the clock that lease deadlines are measured by;
+that pair is all a dialect supplies. Everything above it -- the queue
+(:mod:`raftflow.transports.queue`), the store (:mod:`raftflow.stores.flows`), the engine's
+backend (:mod:`raftflow.engine.backend`) -- is I/O-free flows that a database runs::
+
+    http(s)://user:pass@host:4001,host:4003   rqlite   RqliteConnection + ClusterClock
+    sqlite:///path.db   sqlite:///:memory:   SqliteConnection + LocalClock
+
+The sync :class:`Database` and the :class:`AsyncDatabase` twin differ only by ``await``;
+:meth:`Database.to_async` gives the twin on the same database (sharing the clock, so
+both agree on time; for SQLite sharing the connection too, which the twin never closes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, TypedDict, TypeVar
+
+from raftflow.transports.db.clock import Clock, ClusterClock, LocalClock
+from raftflow.transports.db.flow import AsyncConnection, Connection, Flow, adrive, drive
+from raftflow.transports.errors import ConfigurationError
+from raftflow.transports.queue import QUERIES
+from typing_extensions import Unpack
+
+T = TypeVar("T")
+
+RQLITE_SCHEMES = ("http", "https", "rqlite", "rqlites")
+
+
+C = TypeVar("C", Connection, AsyncConnection)
+
+
+class ConnectOptions(TypedDict, total=False):
+    """How to reach a database: the keyword options of every ``from_url``.
+
+    They apply to rqlite URLs (a ``sqlite:`` URL takes none but ``clock``): ``verify`` is
+    ``True``, ``False`` or the path of a CA bundle; ``timeout`` bounds one HTTP attempt,
+    ``retry_timeout`` all the attempts of one request across nodes and leader changes,
+    ``connect_timeout`` the wait for a leader with a quorum at connect; ``http`` picks
+    the HTTP client (``"raftflow"``, the default: raftflow's own HTTP/1.1 on keep-alive
+    sockets; ``"httpx"``, the spec's; ``"requests"`` for the sync connection, whose async
+    twin then uses raftflow's); ``clock`` replaces the one lease deadlines use (tests skew it).
+    """
+
+    verify: bool | str
+    timeout: float
+    retry_timeout: float
+    connect_timeout: float
+    http: Literal["raftflow", "httpx", "requests"]
+    clock: Clock
+
+
+@dataclass(eq=False)
+class _Database(Generic[C]):
+    connection: C
+    clock: Clock
+
+    @property
+    def identity(self) -> str:
+        """Equal for two databases objects that reach the same database."""
+        return self.connection.identity
+
+    @property
+    def embedded(self) -> bool:
+        """A local SQLite database (its schema is migrated on connect by default)."""
+        return self.identity.startswith("sqlite:")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.connection!r}>"
+
+
+class Database(_Database[Connection]):
+    """A sync connection to one database and the clock its leases use."""
+
+    def run(self, flow: Flow[T]) -> T:
+        """Run an I/O-free flow over this connection."""
+        return drive(self.connection, flow)
+
+    def to_async(self) -> AsyncDatabase:
+        """The async twin on the same database and clock (not yet used: nothing is sent)."""
+        return AsyncDatabase(self.connection.to_async(), self.clock)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class AsyncDatabase(_Database[AsyncConnection]):
+    """The async twin of :class:`Database`."""
+
+    async def run(self, flow: Flow[T]) -> T:
+        """Run an I/O-free flow over this connection."""
+        return await adrive(self.connection, flow)
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+
+def scheme_of(url: str | Sequence[str]) -> str:
+    """``rqlite`` or ``sqlite``; :class:`ConfigurationError` for anything else."""
+    first = url if isinstance(url, str) else (url[0] if url else "")
+    if not isinstance(first, str):
+        raise ConfigurationError(f"a database URL must be a str, not {type(first).__name__}")
+    scheme = first.split(":", 1)[0].lower()
+    if scheme in RQLITE_SCHEMES:
+        return "rqlite"
+    if scheme == "sqlite" and isinstance(url, str):
+        return "sqlite"
+    raise ConfigurationError(
+        f"unsupported database URL {scheme + ':...'!r}: use http(s)://host:port for rqlite "
+        "or sqlite:///path.db for a local SQLite file"
+    )
+
+
+def open_database(url: str | Sequence[str], **options: Unpack[ConnectOptions]) -> Database:
+    """Connect to ``url`` (see the module docstring) with :class:`ConnectOptions`.
+
+    For rqlite it waits up to ``connect_timeout`` for a leader with a quorum.
+    """
+    clock = options.pop("clock", None)
+    if scheme_of(url) == "rqlite":
+        from raftflow.transports.rqlite.client import connect
+
+        return Database(connect(url, **options), clock or ClusterClock(QUERIES("clock")))
+    from raftflow.transports.sqlite.connection import SqliteConnection, path_from_url
+
+    _no_options("sqlite", options)
+    assert isinstance(url, str)
+    return Database(SqliteConnection(path_from_url(url)), clock or LocalClock())
+
+
+async def aopen_database(
+    url: str | Sequence[str], **options: Unpack[ConnectOptions]
+) -> AsyncDatabase:
+    """The async twin of :func:`open_database`."""
+    clock = options.pop("clock", None)
+    if scheme_of(url) == "rqlite":
+        from raftflow.transports.rqlite.client import aconnect
+
+        cluster = await aconnect(url, **options)
+        return AsyncDatabase(cluster, clock or ClusterClock(QUERIES("clock")))
+    from raftflow.transports.sqlite.connection import (
+        AsyncSqliteConnection,
+        SqliteConnection,
+        path_from_url,
+    )
+
+    _no_options("sqlite", options)
+    assert isinstance(url, str)
+    connection = AsyncSqliteConnection(SqliteConnection(path_from_url(url)))
+    return AsyncDatabase(connection, clock or LocalClock())
+
+
+def _no_options(kind: str, options: ConnectOptions) -> None:
+    if options:
+        raise ConfigurationError(f"{kind} URLs take no connection options, got {sorted(options)}")
