@@ -117,7 +117,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	rm -rf .typecheck && mkdir -p .typecheck/raftflow
-	for f in __init__.py __main__.py py.typed; do ln -s ../../raftflow/$$f .typecheck/raftflow/$$f; done
+	for f in raftflow/*.py raftflow/py.typed; do ln -s ../../$$f .typecheck/$$f; done
 	for d in engine transports stores; do ln -s ../../$$d .typecheck/raftflow/$$d; done
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p raftflow
 

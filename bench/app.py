@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
-from raftflow.engine import AsyncTransaction, Engine, Retry, current_step
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, update
+
+from raftflow import AsyncTransaction, Engine, Retry, current_step
 
 engine = Engine()
 

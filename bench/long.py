@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftflow.engine import Engine
-from raftflow.engine.errors import ResultTimeoutError
-
 from bench.phases import Context
+from raftflow import Engine
+from raftflow.errors import ResultTimeoutError
 
 STEPS_PER_TURN = 16  # the WorkerOptions default; handed back even with nothing waiting
 

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raftflow.engine import Engine
 from raftflow.engine.runtime.session import resident_mb
 
 from bench.phases import Context
+from raftflow import Engine
 
 #: Wakes compared at each end of the sleeping loop.
 WAKES_WINDOW = 50

@@ -275,7 +275,7 @@ def steady_load(
     ``sample`` seconds, the leader's files and what the database holds."""
     from datetime import timedelta
 
-    from raftflow.engine import Engine
+    from raftflow import Engine
 
     bench = BenchCluster(cluster)
     engine = Engine.from_url(bench.leader_url, retention=timedelta(seconds=keep))

@@ -29,12 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from raftflow.engine import Engine, WorkflowCancelledError
-
 from bench import app, latency
 from bench.children import Child, kill_all, mark_all, stop_all
 from bench.counting import window
 from bench.phases import Context, start_workers
+from raftflow import Engine, WorkflowCancelledError
 
 BEAT_KINDS = ("ops.",)  # presence beats: a worker's, whatever it runs
 

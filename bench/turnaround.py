@@ -360,7 +360,7 @@ def goals(out: dict[str, Any], raw: dict[str, Any] | None) -> list[dict[str, Any
 
 
 def _max_poll_interval() -> float:
-    from raftflow.engine import WorkerOptions
+    from raftflow import WorkerOptions
 
     return WorkerOptions().max_poll_interval
 

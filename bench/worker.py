@@ -41,7 +41,7 @@ def snapshot(worker: Any, tally: Tally) -> dict[str, Any]:
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
     """``["steps_per_turn=64", "retry_delay=0.1"]`` -> typed WorkerOptions overrides."""
-    from raftflow.engine import WorkerOptions
+    from raftflow import WorkerOptions
 
     defaults = {f.name: getattr(WorkerOptions(), f.name) for f in fields(WorkerOptions)}
     out: dict[str, Any] = {}

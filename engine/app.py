@@ -17,12 +17,6 @@ from typing import Any, TypeVar, overload
 
 from raftflow.engine.backend import Backend, Claimed, open_backend
 from raftflow.engine.client.handle import WorkflowHandle
-from raftflow.engine.errors import (
-    ConfigurationError,
-    ExecutionConflictError,
-    ExecutionNotFoundError,
-    NotInWorkflowError,
-)
 from raftflow.engine.runtime.hooks import HookChain, Hooks
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.retention import DEFAULT_RETENTION, check_retention
@@ -47,9 +41,16 @@ from raftflow.engine.workflow.steppath import call_step, call_transaction
 from raftflow.stores.contract import ExecutionRecord, Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.contract import Lease
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_priority, check_seconds
 from raftflow.transports.transport import SqlTransport
+
+from raftflow.errors import (
+    ConfigurationError,
+    ExecutionConflictError,
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+    NotInWorkflowError,
+)
 
 log = logging.getLogger("raftflow")
 

@@ -42,9 +42,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from raftflow.engine.errors import ConfigurationError, ResultTimeoutError
 from raftflow.engine.runtime.schedules import SQL, ScheduleFlows
 from raftflow.transports.db.flow import Flow, Request
+
+from raftflow.errors import ConfigurationError, ResultTimeoutError
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine

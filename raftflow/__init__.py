@@ -1,8 +1,10 @@
 """raftflow: durable workflows as plain Python functions, on an rqlite cluster.
 
-The public API lives here; the subpackages are ``raftflow.engine`` (workflows, steps,
-workers), ``raftflow.transports`` (the lease-based queue, ``RqliteTransport``) and
-``raftflow.stores`` (executions and step records, ``RqliteStore``).
+Everything an application uses is importable from here; every error also from
+:mod:`raftflow.errors`, where the tree is drawn. The subpackages are ``raftflow.engine``
+(workflows, steps, workers), ``raftflow.transports`` (the lease-based queue,
+:class:`RqliteTransport`) and ``raftflow.stores`` (executions and their records,
+:class:`RqliteStore`).
 
 >>> from raftflow import Engine
 >>> engine = Engine()   # a local SQLite file; Engine.from_url("http://host:4001") for rqlite
@@ -10,12 +12,66 @@ workers), ``raftflow.transports`` (the lease-based queue, ``RqliteTransport``) a
 
 from importlib.metadata import PackageNotFoundError, version
 
-from raftflow.engine import *  # noqa: F403  (the engine's __all__ is the public API)
-from raftflow.engine import __all__ as _engine_all
+from raftflow import errors
+from raftflow.engine.app import Engine
+from raftflow.engine.client.handle import WorkflowHandle
+from raftflow.engine.runtime.hooks import Hooks
+from raftflow.engine.runtime.worker import Worker, WorkerOptions
+from raftflow.engine.workflow.context import StepInfo, current_step
+from raftflow.engine.workflow.ratelimit import RateLimit
+from raftflow.engine.workflow.retry import Retry
+from raftflow.engine.workflow.transaction import AsyncTransaction, Transaction
+from raftflow.errors import *  # noqa: F403  (every error, importable from raftflow too)
+from raftflow.errors import (
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+    NonDeterminismError,
+    RaftflowError,
+    ResultTimeoutError,
+    StepError,
+    TransactionAbortedError,
+    UnavailableError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+)
+from raftflow.stores.contract import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.rqlite import RqliteStore
+from raftflow.transports.rqlite import RqliteTransport
 
 try:
     __version__ = version("raftflow")
 except PackageNotFoundError:  # pragma: no cover - imported from a source tree
     __version__ = "0+unknown"
 
-__all__ = [*_engine_all, "__version__"]
+__all__ = [
+    "AsyncTransaction",
+    "AttemptRecord",
+    "Engine",
+    "ErrorInfo",
+    "ExecutionNotFoundError",
+    "ExecutionRecord",
+    "Hooks",
+    "InvalidArgumentError",
+    "NonDeterminismError",
+    "RaftflowError",
+    "RateLimit",
+    "ResultTimeoutError",
+    "Retry",
+    "RqliteStore",
+    "RqliteTransport",
+    "Status",
+    "StepError",
+    "StepInfo",
+    "StepRecord",
+    "Transaction",
+    "TransactionAbortedError",
+    "UnavailableError",
+    "Worker",
+    "WorkerOptions",
+    "WorkflowCancelledError",
+    "WorkflowFailedError",
+    "WorkflowHandle",
+    "__version__",
+    "current_step",
+    "errors",
+]

@@ -25,11 +25,9 @@ from raftflow.stores.contract import (
     Status,
     StepRecord,
 )
-from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, Request, Statement
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
@@ -38,6 +36,8 @@ from raftflow.transports.payload import (
     from_json,
     to_json,
 )
+
+from raftflow.errors import ExecutionFinishedError, ExecutionNotFoundError, InvalidArgumentError
 
 QUERIES = load("raftflow.stores", "store.sql", "store")
 

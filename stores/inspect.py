@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from raftflow.stores.contract import ExecutionRecord, Status, StepRecord
-from raftflow.stores.errors import ExecutionNotFoundError
 from raftflow.stores.flows import MAX_LIST_LIMIT, execution_from_row, step_from_row
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.transports.contract import PARKED
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, Request, Response, Statement
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import check_id, from_json
+
+from raftflow.errors import ExecutionNotFoundError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from raftflow.transports.db.database import Database

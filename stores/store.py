@@ -22,9 +22,10 @@ from raftflow.transports.db.database import (
     scheme_of,
 )
 from raftflow.transports.db.schema import ensure
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from typing_extensions import Unpack
+
+from raftflow.errors import ConfigurationError
 
 S = TypeVar("S", bound="SqlStore")
 A = TypeVar("A", bound="AsyncSqlStore")

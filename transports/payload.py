@@ -11,7 +11,8 @@ import math
 from typing import Any
 
 import pydantic_core
-from raftflow.transports.errors import InvalidArgumentError, PayloadTooLargeError
+
+from raftflow.errors import InvalidArgumentError, PayloadTooLargeError
 
 #: Default upper bound of one serialized payload (event, workflow input, step result).
 MAX_PAYLOAD_BYTES = 1_048_576

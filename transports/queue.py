@@ -39,7 +39,6 @@ from raftflow.transports.contract import PARKED, Lease, QueueStats
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock, earliest
 from raftflow.transports.db.flow import Flow, Request, Response, Statement
-from raftflow.transports.errors import InvalidArgumentError, LeaseError, LeaseLostError
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
@@ -48,6 +47,8 @@ from raftflow.transports.payload import (
     from_json,
     to_json,
 )
+
+from raftflow.errors import InvalidArgumentError, LeaseError, LeaseLostError
 
 QUERIES = load("raftflow.transports", "queue.sql", "queue")
 

@@ -21,10 +21,11 @@ from raftflow.transports.db.database import (
     scheme_of,
 )
 from raftflow.transports.db.schema import ensure
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
 from typing_extensions import Unpack
+
+from raftflow.errors import ConfigurationError
 
 S = TypeVar("S", bound="SqlTransport")
 A = TypeVar("A", bound="AsyncSqlTransport")
@@ -83,8 +84,8 @@ class SqlTransport(_Queue[Database]):
 
         ``http(s)://[user:pass@]host:port[,host:port...]`` is rqlite: it waits up to
         ``connect_timeout`` for a leader with a quorum, then raises
-        :class:`~raftflow.transports.errors.UnavailableError` (no cluster) or
-        :class:`~raftflow.transports.errors.AuthenticationError` (credentials refused).
+        :class:`~raftflow.errors.UnavailableError` (no cluster) or
+        :class:`~raftflow.errors.AuthenticationError` (credentials refused).
         ``sqlite:///path.db`` is a local file. The connection ``options`` are
         :class:`~raftflow.transports.db.database.ConnectOptions`.
         """

@@ -6,16 +6,17 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from raftflow.engine.errors import (
+from raftflow.engine.workflow import primitives
+from raftflow.engine.workflow.drivers import adrive, drive
+from raftflow.stores.contract import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.transports.payload import check_seconds
+
+from raftflow.errors import (
     ExecutionNotFoundError,
     ResultTimeoutError,
     WorkflowCancelledError,
     WorkflowFailedError,
 )
-from raftflow.engine.workflow import primitives
-from raftflow.engine.workflow.drivers import adrive, drive
-from raftflow.stores.contract import ErrorInfo, ExecutionRecord, Status, StepRecord
-from raftflow.transports.payload import check_seconds
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine

@@ -17,7 +17,8 @@ import time
 from collections.abc import Sequence
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, Retry, WorkflowHandle, current_step
+
+from raftflow import Engine, Retry, WorkflowHandle, current_step
 
 # No URL here: `raftflow worker raftflow.engine.ops.demo:engine --url ...` points it at a
 # backend, and the default is a local SQLite file.

@@ -33,10 +33,11 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from raftflow.engine.errors import ConfigurationError
 from raftflow.engine.runtime.schedules import SQL
 from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, Request
+
+from raftflow.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.session import Session

@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
-from raftflow.engine.errors import ConfigurationError
 from raftflow.engine.workflow.events import RUN_TEXT
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, ReadLevel, Request
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import from_json, to_json
+
+from raftflow.errors import ConfigurationError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from croniter import croniter

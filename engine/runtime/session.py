@@ -42,12 +42,13 @@ from raftflow.stores.contract import ErrorInfo, Status
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.clock import earliest_estimate, is_virtual, uncertainty_of
 from raftflow.transports.db.flow import Flow
-from raftflow.transports.errors import (
+from raftflow.transports.payload import from_json
+
+from raftflow.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,
 )
-from raftflow.transports.payload import from_json
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.local import LocalWorkers

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 from raftflow.engine.runtime.hooks import HookChain
 from raftflow.engine.runtime.presence import PresenceState
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import check_id, check_priority
+
+from raftflow.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine

@@ -29,18 +29,20 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import pydantic
 from pydantic_core import PydanticSerializationError
 from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal, Write
-from raftflow.engine.errors import (
-    HistoryLimitError,
-    InputValidationError,
-    NonDeterminismError,
-    StepError,
-    WorkflowError,
-)
 from raftflow.engine.workflow.events import RUN_TEXT
 from raftflow.engine.workflow.registry import Codec, Registry, StepDef, WorkflowDef
 from raftflow.stores.contract import AttemptRecord, ErrorInfo, Status, StepRecord
-from raftflow.transports.errors import InvalidArgumentError, RaftflowError
 from raftflow.transports.payload import from_json, to_json
+
+from raftflow.errors import (
+    HistoryLimitError,
+    InputValidationError,
+    InvalidArgumentError,
+    NonDeterminismError,
+    RaftflowError,
+    StepError,
+    WorkflowError,
+)
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.hooks import HookChain

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from raftflow.engine.errors import NotInWorkflowError
+from raftflow.errors import NotInWorkflowError
 
 if TYPE_CHECKING:
     from raftflow.engine.workflow.activation import Activation

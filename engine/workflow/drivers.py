@@ -5,7 +5,7 @@ the worker's loop and waited for); :func:`adrive` performs them on the loop, for
 workflows. They differ by ``await`` alone. Both draw the line between user code and the
 engine: what user code raises becomes an :class:`Outcome` (a step's error, the workflow's
 failure); what the engine's own flow raises -- other than the deliberate
-:class:`~raftflow.engine.errors.WorkflowError` it raises into workflow code -- is an
+:class:`~raftflow.errors.WorkflowError` it raises into workflow code -- is an
 infrastructure failure, never an outcome: the run unwinds and the execution is handed
 back (:meth:`Activation.give_up`).
 """
@@ -22,7 +22,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from raftflow.engine.errors import StepTimeoutError, WorkflowError
 from raftflow.engine.workflow.activation import Activation, ContinueAsNew, Unwind
 from raftflow.engine.workflow.context import StepInfo, in_step, in_workflow
 from raftflow.engine.workflow.steppath import (
@@ -36,8 +35,14 @@ from raftflow.engine.workflow.steppath import (
     Suspend,
     run_workflow,
 )
-from raftflow.stores.errors import StoreError
-from raftflow.transports.errors import DatabaseError, InvalidArgumentError
+
+from raftflow.errors import (
+    DatabaseError,
+    InvalidArgumentError,
+    StepTimeoutError,
+    StoreError,
+    WorkflowError,
+)
 
 T = TypeVar("T")
 

@@ -14,7 +14,6 @@ import uuid
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from raftflow.engine.client.handle import WorkflowHandle
-from raftflow.engine.errors import NotInWorkflowError, ResultTimeoutError
 from raftflow.engine.workflow import primitives
 from raftflow.engine.workflow.activation import ContinueAsNew
 from raftflow.engine.workflow.context import current_activation
@@ -23,6 +22,8 @@ from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.steppath import StepFlow
 from raftflow.stores.contract import Status
 from raftflow.transports.payload import check_id, check_seconds, check_topic, to_json
+
+from raftflow.errors import NotInWorkflowError, ResultTimeoutError
 
 if TYPE_CHECKING:
     from raftflow.engine.workflow.activation import Activation

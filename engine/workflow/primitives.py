@@ -2,7 +2,7 @@
 
 Each is a call of the workflow, recorded at its position like a step (``kind`` says which),
 so a replay meets the same calls in the same order -- or fails with
-:class:`~raftflow.engine.errors.NonDeterminismError` naming both -- and gets the same
+:class:`~raftflow.errors.NonDeterminismError` naming both -- and gets the same
 answers. Each waits the one way the step path waits (:func:`~raftflow.engine.workflow.steppath.
 wait_until`): a parked event that nothing but its deadline, or what it waits for, wakes.
 
@@ -25,19 +25,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from raftflow.engine.errors import (
-    ExecutionConflictError,
-    ResultTimeoutError,
-    WorkflowCancelledError,
-    WorkflowFailedError,
-)
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.registry import Registry, WorkflowDef
 from raftflow.engine.workflow.steppath import Io, Outcome, StepFlow, call_begin, suspend, wait_until
 from raftflow.stores.contract import ErrorInfo, StartOutcome, Status, StepRecord
-from raftflow.stores.errors import ExecutionFinishedError, ExecutionNotFoundError, StoreError
 from raftflow.transports.payload import to_json
+
+from raftflow.errors import (
+    ExecutionConflictError,
+    ExecutionFinishedError,
+    ExecutionNotFoundError,
+    ResultTimeoutError,
+    StoreError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+)
 
 #: A wait without a timeout parks for this long (its wake-up comes first).
 FOREVER = 10 * 365 * 86400.0

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from raftflow.engine.errors import InputValidationError
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.payload import check_id, check_seconds
+
+from raftflow.errors import InputValidationError, InvalidArgumentError
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from typing import Any
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-from raftflow.engine.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.retry import Retry
 from raftflow.transports.payload import check_id, check_seconds
+
+from raftflow.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from raftflow.transports.errors import InvalidArgumentError
+from raftflow.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from raftflow.engine.errors import RefusedStatementError
 from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.db.schema import MIGRATIONS
 from sqlalchemy import exc as sa_exc
@@ -32,6 +31,8 @@ from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import ClauseElement, TextClause
 from sqlalchemy.sql.schema import MetaData
 from sqlalchemy.sql.selectable import CompoundSelect, Select, TableClause
+
+from raftflow.errors import RefusedStatementError
 
 DIALECT = sqlite.dialect(paramstyle="named")
 

@@ -240,7 +240,7 @@ def rewind(run: Activation, commit: Commit, reason: str) -> StepFlow[None]:
     Record the failed attempt instead -- ``retrying`` per its ``Retry``, else ``failed``
     -- hand the next event back, and unwind: whoever claims the execution next replays to
     the step, which then waits and runs its next attempt, or raises :class:`StepError`."""
-    from raftflow.engine.errors import TransactionAbortedError
+    from raftflow.errors import TransactionAbortedError
 
     staged = run.sent
     assert staged is not None and commit.step_idx is not None and commit.step_name is not None

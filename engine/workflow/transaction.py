@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raftflow.engine.backend import Write
-from raftflow.engine.errors import RefusedStatementError, TransactionError
 from raftflow.transports.db.flow import Flow, Request, Result, Statement
+
+from raftflow.errors import RefusedStatementError, TransactionError
 
 if TYPE_CHECKING:
     from raftflow.engine.workflow.activation import Activation

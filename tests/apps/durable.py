@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, Retry, current_step
+
+from raftflow import Engine, Retry, current_step
 
 engine = Engine()
 

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, RateLimit, current_step
+
+from raftflow import Engine, RateLimit, current_step
 
 engine = Engine()
 

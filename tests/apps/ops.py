@@ -9,7 +9,8 @@ import time
 from datetime import datetime
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, Retry, current_step
+
+from raftflow import Engine, Retry, current_step
 
 engine = Engine()
 

@@ -17,7 +17,8 @@ from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, current_step
+
+from raftflow import Engine, current_step
 
 engine = Engine()
 

@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 from pydantic import BaseModel
-from raftflow.engine import AsyncTransaction, Engine, Transaction
 from raftflow.engine.workflow.transaction import compile_statement
 from raftflow.transports.db.flow import Request, single
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, update
+
+from raftflow import AsyncTransaction, Engine, Transaction
 
 engine = Engine()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from raftflow.engine import Engine
+from raftflow import Engine
 
 engine = Engine()
 

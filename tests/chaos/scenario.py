@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftflow.engine.errors import RaftflowError
-
+from raftflow.errors import RaftflowError
 from tests.apps import ordering
 from tests.apps.ordering import Spec
 from tests.chaos import invariants

@@ -26,9 +26,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine
 from raftflow.engine.workflow.activation import Activation
 from raftflow.transports.rqlite.local import LocalCluster
+
+from raftflow import Engine
 
 pytestmark = pytest.mark.chaos
 

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine.errors import ExecutionFinishedError, RaftflowError, WorkflowCancelledError
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow.errors import ExecutionFinishedError, RaftflowError, WorkflowCancelledError
 from tests.apps import mixed, ordering
 from tests.apps.mixed import Job
 from tests.chaos.invariants import Tally

@@ -22,9 +22,10 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from raftflow.engine import Engine
-from raftflow.engine.errors import ExecutionNotFoundError, RaftflowError, UnavailableError
 from raftflow.transports.rqlite.local import LocalCluster
+
+from raftflow import Engine
+from raftflow.errors import ExecutionNotFoundError, RaftflowError, UnavailableError
 
 pytestmark = pytest.mark.chaos
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine, Status
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine, Status
 from tests.apps import payments
 from tests.integration.workers import WorkerProcess, rotated_url
 from tests.support import execute, rows, wait_until

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from raftflow.engine import Engine, Status, demo
 from raftflow.transports.rqlite.local import pick_free_ports
 from raftflow.transports.rqlite.local.probe import leader_id
 
+from raftflow import Engine, Status, demo
 from tests.deploy.files import DEPLOY, Service, load_yaml, on_this_machine, stop_all
 from tests.support import wait_until
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
-from raftflow.engine import Engine, Status, demo
 from raftflow.transports.rqlite.local.probe import leader_id
 
+from raftflow import Engine, Status, demo
 from tests.deploy.files import (
     DEPLOY,
     Service,

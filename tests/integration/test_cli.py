@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-from raftflow.engine import Engine
 from raftflow.stores.inspect import Inspector
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 
+from raftflow import Engine
 from tests.integration.workers import WorkerProcess, rotated_url
 from tests.support import clear_tables, wait_until
 

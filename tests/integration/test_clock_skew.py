@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 from raftflow.transports.db.clock import ClusterClock, LocalClock
-from raftflow.transports.errors import LeaseLostError
 from raftflow.transports.queue import QUERIES
+
+from raftflow.errors import LeaseLostError
 
 SKEW = 5.0
 VISIBILITY = 3.0

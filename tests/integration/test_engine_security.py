@@ -11,9 +11,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from raftflow.engine import Engine
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine
 from tests.apps import ordering
 from tests.apps.ordering import Spec
 from tests.integration.workers import ROOT, WorkerProcess
@@ -111,8 +111,9 @@ def test_reader_can_read_but_not_start(auth_node: LocalCluster) -> None:
             return None
 
         admin.start(noop, execution_id="seen-by-reader")
-    from raftflow.engine.errors import AuthenticationError
     from raftflow.stores.rqlite import RqliteStore
+
+    from raftflow.errors import AuthenticationError
 
     store = RqliteStore.from_url(url_for(auth_node.url, *READER), create_schema=False)
     try:

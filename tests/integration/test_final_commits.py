@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine
 from raftflow.engine.backend import STORE, Backend, Commit, CommitOutcome, EngineFlows
 from raftflow.engine.workflow.events import RUN, RUN_TEXT
 from raftflow.stores.contract import Status
@@ -31,6 +30,7 @@ from raftflow.transports.db.database import open_database
 from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine
 from tests.support import clear_tables, execute, recorded, rows
 
 NOW = 1_900_000_000.0

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from raftflow.engine import Engine, InputValidationError
 from raftflow.stores.contract import Status
-from raftflow.transports.errors import InvalidArgumentError, PayloadTooLargeError
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.rqlite import RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine, InputValidationError
+from raftflow.errors import InvalidArgumentError, PayloadTooLargeError
 from tests.support import clear_tables
 
 SQLISH = st.sampled_from(

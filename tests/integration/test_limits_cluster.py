@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from raftflow.engine import Engine, Status
 from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine, Status
 from tests.apps import limits
 from tests.apps.limits import Job, peak_overlap, runs
 from tests.integration.workers import rotated_url, workers

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine, SchemaOutdatedError
 from raftflow.transports.db.database import Database, open_database
 from raftflow.transports.db.flow import Statement
 from raftflow.transports.db.schema import LATEST, MIGRATIONS, Migration, load_migrations, migrate
-from raftflow.transports.errors import RaftflowError
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine, SchemaOutdatedError
+from raftflow.errors import RaftflowError
 from tests.apps.ordering import Spec, expected, runs_by_execution
 from tests.integration.workers import workers
 from tests.support import execute, rows, wait_until

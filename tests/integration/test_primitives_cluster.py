@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from raftflow.engine import Engine
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine
 from tests.unit.test_primitives import *  # noqa: F403  (the bodies run again, here)
 
 pytestmark = pytest.mark.slow

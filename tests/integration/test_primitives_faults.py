@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine, Status, WorkflowCancelledError
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine, Status, WorkflowCancelledError
 from tests.apps import durable
 from tests.apps.durable import Plan, read_runs
 from tests.integration.workers import rotated_url, workers

@@ -16,8 +16,9 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from raftflow.engine import Engine
 from raftflow.transports.rqlite.local import LocalCluster
+
+from raftflow import Engine
 
 #: Expired executions inserted: 20k in the suite; `make test-retention` runs 100k.
 OLD = int(os.environ.get("RAFTFLOW_RETENTION_ROWS", "20000"))

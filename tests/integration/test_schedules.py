@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from raftflow.engine import Engine, Status
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine, Status
 from tests.integration.workers import WorkerProcess, rotated_url, workers
 from tests.support import wait_until
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raftflow.engine import Engine
 
+from raftflow import Engine
 from tests.apps import ordering
 from tests.apps.ordering import Spec, assert_ran_in_order_across_processes
 from tests.integration.workers import WorkerProcess

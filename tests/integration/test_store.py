@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from raftflow.stores.contract import Status
 from raftflow.stores.rqlite import AsyncRqliteStore, RqliteStore
-from raftflow.transports.errors import InvalidArgumentError
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow.errors import InvalidArgumentError
 from tests.support import LoopThread, SyncView
 
 

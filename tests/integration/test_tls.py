@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 import trustme
-from raftflow.engine import Engine
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster
 
+from raftflow import Engine
+from raftflow.errors import ConfigurationError
 from tests.support import LoopThread, SyncView
 
 

@@ -15,13 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import (
-    AsyncTransaction,
-    Engine,
-    Status,
-    Transaction,
-    WorkflowFailedError,
-)
 from raftflow.engine.backend import Commit, Write
 from raftflow.engine.workflow.events import RUN, RUN_TEXT
 from raftflow.engine.workflow.transaction import compile_statement
@@ -29,6 +22,13 @@ from raftflow.transports.db.flow import Flow
 from raftflow.transports.rqlite.local import LocalCluster
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
 
+from raftflow import (
+    AsyncTransaction,
+    Engine,
+    Status,
+    Transaction,
+    WorkflowFailedError,
+)
 from tests.support import LoopThread, clear_tables, rows
 
 metadata = MetaData()

@@ -17,8 +17,9 @@ from urllib.parse import quote
 
 import pytest
 from raftflow.transports.contract import QueueStats
-from raftflow.transports.errors import AuthenticationError, UnavailableError
 from raftflow.transports.rqlite.local import LocalCluster, pick_free_ports
+
+from raftflow.errors import AuthenticationError, UnavailableError
 
 # Characters that must be percent-encoded in a URL: parsing them is part of the test.
 ADMIN_PASSWORD = "s3cret:p@ss/w0rd%"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from raftflow.transports.errors import InvalidArgumentError, LeaseError
+
+from raftflow.errors import InvalidArgumentError, LeaseError
 
 
 def test_publish_claim_ack_round_trip(transport: Any) -> None:

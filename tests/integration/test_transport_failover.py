@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 from raftflow.transports.contract import QueueStats
-from raftflow.transports.errors import LeaseError, LeaseLostError, UnavailableError
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster, pick_free_ports
 
+from raftflow.errors import LeaseError, LeaseLostError, UnavailableError
 from tests.integration.lossy_proxy import LossyProxy
 from tests.support import LoopThread, SyncView, wait_until
 

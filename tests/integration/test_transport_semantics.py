@@ -21,17 +21,17 @@ import pytest
 from raftflow.transports import SqlTransport
 from raftflow.transports.contract import Lease, QueueStats
 from raftflow.transports.db.flow import Request, Statement
-from raftflow.transports.errors import (
+from raftflow.transports.queue import QUERIES
+from raftflow.transports.rqlite.local import LocalCluster
+from raftflow.transports.rqlite.protocol import encode
+
+from raftflow.errors import (
     InvalidArgumentError,
     LeaseError,
     LeaseLostError,
     PayloadTooLargeError,
     StatementError,
 )
-from raftflow.transports.queue import QUERIES
-from raftflow.transports.rqlite.local import LocalCluster
-from raftflow.transports.rqlite.protocol import encode
-
 from tests.support import wait_until
 
 ZERO = QueueStats(messages=0, leased=0, parked=0, groups=0)

@@ -27,13 +27,13 @@ from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.worker import Worker, WorkerOptions
 from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.transaction import create_tables_request
-from raftflow.stores.errors import ExecutionFinishedError, StoreError
 from raftflow.transports.db.clock import ClusterClock
 from raftflow.transports.db.database import Database
 from raftflow.transports.db.flow import Flow
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
 
+from raftflow.errors import ExecutionFinishedError, StoreError
 from tests.sim import workload
 from tests.sim.cluster import (
     NODES,

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from raftflow.engine import Engine, RateLimit, Retry, current_step
 from raftflow.engine.workflow.transaction import AsyncTransaction
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
 
+from raftflow import Engine, RateLimit, Retry, current_step
 from tests.sim.cluster import PROCESS
 
 if TYPE_CHECKING:

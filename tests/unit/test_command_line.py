@@ -11,7 +11,10 @@ from pathlib import Path
 
 import click
 import pytest
-from raftflow.engine.errors import (
+from raftflow.engine.ops.cli import cli, main
+from raftflow.engine.ops.cli.common import Exit, Progress, exit_code_of, parse_since
+
+from raftflow.errors import (
     AuthenticationError,
     ConfigurationError,
     ExecutionNotFoundError,
@@ -20,8 +23,6 @@ from raftflow.engine.errors import (
     SchemaOutdatedError,
     UnavailableError,
 )
-from raftflow.engine.ops.cli import cli, main
-from raftflow.engine.ops.cli.common import Exit, Progress, exit_code_of, parse_since
 
 APP = "tests.apps.ops:engine"
 CONNECTING = [

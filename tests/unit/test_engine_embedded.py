@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from raftflow.engine import (
+
+from raftflow import (
     Engine,
     ExecutionConflictError,
     ExecutionNotFoundError,
@@ -346,7 +347,7 @@ def test_steps_called_outside_a_workflow_are_plain_calls(engine: Engine) -> None
 
 
 def test_current_step_gives_a_stable_key(engine: Engine) -> None:
-    from raftflow.engine import current_step
+    from raftflow import current_step
 
     keys: list[str] = []
 
@@ -421,7 +422,7 @@ def test_event_of_an_unknown_workflow_is_parked_not_crashed_on(
 
 
 def test_payload_over_the_limit_is_refused_before_sending(engine: Engine) -> None:
-    from raftflow.engine.errors import PayloadTooLargeError
+    from raftflow.errors import PayloadTooLargeError
 
     @engine.workflow
     def big(data: str) -> int:
@@ -435,7 +436,7 @@ def test_payload_over_the_limit_is_refused_before_sending(engine: Engine) -> Non
 def test_hooks_see_steps_and_outcomes_and_cannot_break_them(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from raftflow.engine import Hooks, StepInfo
+    from raftflow import Hooks, StepInfo
 
     seen: list[tuple[str, Any]] = []
 

@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from raftflow.engine import Engine
-from raftflow.engine.errors import (
+
+from raftflow import Engine
+from raftflow.errors import (
     ConfigurationError,
     PayloadTooLargeError,
     WorkflowFailedError,

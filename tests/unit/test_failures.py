@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine, Status
 from raftflow.transports.db.flow import Flow, Request
-from raftflow.transports.errors import UnavailableError
+
+from raftflow import Engine, Status
+from raftflow.errors import UnavailableError
 
 Predicate = Callable[[Request], bool]
 

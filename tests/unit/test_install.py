@@ -13,7 +13,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from raftflow.engine.errors import ConfigurationError, RaftflowError
 from raftflow.engine.ops import cli
 from raftflow.transports.rqlite.local import (
     ClusterError,
@@ -25,6 +24,8 @@ from raftflow.transports.rqlite.local import (
     install_rqlite,
 )
 from raftflow.transports.rqlite.local import install as installer
+
+from raftflow.errors import ConfigurationError, RaftflowError
 
 FAKE_RQLITED = "#!/bin/sh\necho 'rqlited 8 linux amd64 (fake)' >&2\n"
 

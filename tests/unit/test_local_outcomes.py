@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raftflow.engine import Engine, WorkflowFailedError
 from raftflow.engine.runtime.local import KEPT_OUTCOMES, LocalWorkers
 from raftflow.stores.contract import ErrorInfo, Status
+
+from raftflow import Engine, WorkflowFailedError
 
 
 @pytest.fixture
@@ -129,7 +130,7 @@ def test_result_does_not_read_an_execution_its_process_runs(
     that worker runs it, nor after: the worker hands its outcome over. A turn that ends
     without an outcome (a long sleep parks it) is news too: the waiter goes back to
     reading, and a timeout reads before it raises."""
-    from raftflow.engine import ResultTimeoutError
+    from raftflow import ResultTimeoutError
 
     release = threading.Event()
 

@@ -12,7 +12,8 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from raftflow.engine import Engine, Hooks
+
+from raftflow import Engine, Hooks
 
 
 class BatchRecorder(Hooks):

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine, Hooks, InvalidArgumentError
 from raftflow.transports.db.flow import Request, Response, Result
+
+from raftflow import Engine, Hooks, InvalidArgumentError
 
 
 class RowsRead:
@@ -191,7 +192,7 @@ def test_a_long_history_is_read_in_pages(engine: Engine, monkeypatch: pytest.Mon
 def test_the_history_limit_warns_at_80_percent_then_stops_the_run(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from raftflow.engine import HistoryLimitError, WorkflowFailedError
+    from raftflow import HistoryLimitError, WorkflowFailedError
 
     engine = Engine.from_url(f"sqlite:///{tmp_path / 'limit.db'}", max_history=10)
     try:
@@ -209,7 +210,7 @@ def test_the_history_limit_warns_at_80_percent_then_stops_the_run(
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_continue_as_new_keeps_the_id_and_starts_a_clean_history(engine: Engine, kind: str) -> None:
-    from raftflow.engine import Status
+    from raftflow import Status
 
     if kind == "sync":
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from raftflow.engine import Engine, Retry, current_step
 from raftflow.engine.ops.logs import JsonFormatter, LogContext
 from raftflow.engine.ops.metrics import Metrics
 from raftflow.stores.inspect import Inspector
 
+from raftflow import Engine, Retry, current_step
 from tests.support import wait_until
 
 log = logging.getLogger("tests.app")

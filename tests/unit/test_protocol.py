@@ -16,13 +16,6 @@ from typing import Any
 
 import pytest
 from raftflow.transports.db.flow import Request, Statement
-from raftflow.transports.errors import (
-    AuthenticationError,
-    ConfigurationError,
-    ProtocolError,
-    StatementError,
-    UnavailableError,
-)
 from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.rqlite.protocol import (
     HttpCall,
@@ -33,6 +26,14 @@ from raftflow.transports.rqlite.protocol import (
     Sleep,
     encode,
     exchange,
+)
+
+from raftflow.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    ProtocolError,
+    StatementError,
+    UnavailableError,
 )
 
 WRITE = Request((Statement("t.write", "INSERT INTO t VALUES (?)", (1,)),))

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raftflow.engine import Engine, ExecutionNotFoundError, Status, WorkflowFailedError
+
+from raftflow import Engine, ExecutionNotFoundError, Status, WorkflowFailedError
 
 
 @pytest.fixture

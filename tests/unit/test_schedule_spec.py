@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from raftflow.engine import Engine
-from raftflow.engine.errors import ConfigurationError
 from raftflow.engine.runtime.schedules import Schedule, parse_schedule_event
-from raftflow.transports.errors import InvalidArgumentError
+
+from raftflow import Engine
+from raftflow.errors import ConfigurationError, InvalidArgumentError
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc).timestamp()
 

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raftflow.engine import Engine, SchemaOutdatedError, SchemaTooNewError, Status
 from raftflow.transports.db.database import Database, open_database
 from raftflow.transports.db.flow import Statement
 from raftflow.transports.db.schema import (
@@ -27,8 +26,9 @@ from raftflow.transports.db.schema import (
     migrate,
     read_state,
 )
-from raftflow.transports.errors import StatementError
 
+from raftflow import Engine, SchemaOutdatedError, SchemaTooNewError, Status
+from raftflow.errors import StatementError
 from tests.support import execute, rows
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from raftflow.transports import SqlTransport
 from raftflow.transports.db.flow import Request, Statement
-from raftflow.transports.errors import ConfigurationError, LeaseLostError
 from raftflow.transports.sqlite.connection import MEMORY, SqliteConnection, path_from_url
+
+from raftflow.errors import ConfigurationError, LeaseLostError
 
 
 @pytest.fixture

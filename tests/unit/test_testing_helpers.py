@@ -7,10 +7,10 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from raftflow.engine import Engine, Retry, StepError
-from raftflow.engine.errors import ResultTimeoutError
 from raftflow.engine.testing import EPOCH, VirtualClock, WorkflowTestEnvironment
 
+from raftflow import Engine, Retry, StepError
+from raftflow.errors import ResultTimeoutError
 from tests.support import wait_until
 
 engine = Engine()

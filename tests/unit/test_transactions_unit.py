@@ -10,18 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from raftflow.engine import (
-    AsyncTransaction,
-    Engine,
-    InvalidArgumentError,
-    NotInWorkflowError,
-    RefusedStatementError,
-    Retry,
-    StepError,
-    Transaction,
-    TransactionError,
-    WorkflowFailedError,
-)
 from raftflow.engine.workflow.sqlcompile import RESERVED
 from raftflow.engine.workflow.transaction import compile_statement
 from sqlalchemy import (
@@ -38,6 +26,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateTable, DropTable
 
+from raftflow import (
+    AsyncTransaction,
+    Engine,
+    InvalidArgumentError,
+    NotInWorkflowError,
+    RefusedStatementError,
+    Retry,
+    StepError,
+    Transaction,
+    TransactionError,
+    WorkflowFailedError,
+)
 from tests.support import wait_until
 
 metadata = MetaData()
@@ -400,8 +400,9 @@ def test_compiled_statements_are_reused_with_their_own_values() -> None:
 def test_a_failed_read_hands_the_execution_back_and_is_never_its_outcome(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from raftflow.engine import UnavailableError
     from raftflow.engine.workflow import transaction
+
+    from raftflow import UnavailableError
 
     real = transaction._read_flow
     failures = [UnavailableError("no leader (injected)")]

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine import Engine
+
+from raftflow import Engine
 
 
 @pytest.fixture

@@ -5,9 +5,10 @@ reply or a connection. Against real rqlite nodes: tests/integration/test_wire.py
 from __future__ import annotations
 
 import pytest
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite.protocol import HttpCall, HttpReply
 from raftflow.transports.rqlite.wire import Framing, MalformedReplyError, origin_of
+
+from raftflow.errors import ConfigurationError
 
 LENGTH = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"

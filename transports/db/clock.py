@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from raftflow.transports.db.flow import Flow, Request, Statement
-from raftflow.transports.errors import ProtocolError
+
+from raftflow.errors import ProtocolError
 
 
 class Clock(Protocol):

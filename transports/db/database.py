@@ -21,9 +21,10 @@ from typing import Generic, Literal, TypedDict, TypeVar
 
 from raftflow.transports.db.clock import Clock, ClusterClock, LocalClock
 from raftflow.transports.db.flow import AsyncConnection, Connection, Flow, adrive, drive
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.queue import QUERIES
 from typing_extensions import Unpack
+
+from raftflow.errors import ConfigurationError
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-from raftflow.transports.errors import StatementError
+from raftflow.errors import StatementError
 
 ReadLevel = Literal["none", "weak", "strong"]
 Params = Sequence[Any] | Mapping[str, Any]

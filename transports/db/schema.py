@@ -40,7 +40,13 @@ from pathlib import Path
 
 from raftflow.transports.db.catalogue import parse
 from raftflow.transports.db.flow import Flow, Request, Response, Statement
-from raftflow.transports.errors import ConfigurationError, UnavailableError
+
+from raftflow.errors import (
+    ConfigurationError,
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    UnavailableError,
+)
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
@@ -61,18 +67,6 @@ BOOTSTRAP = (
 
 #: The tables every version has: their presence tells "created before versions" from empty.
 _CORE_TABLES = ("messages", "groups", "executions", "steps")
-
-
-class SchemaError(ConfigurationError):
-    """The database's schema is not the one this code runs on."""
-
-
-class SchemaOutdatedError(SchemaError):
-    """The database's schema is older than this code's: migrate it first."""
-
-
-class SchemaTooNewError(SchemaError):
-    """The database's schema is newer than this code's: upgrade the code, never downgrade."""
 
 
 @dataclass(frozen=True)

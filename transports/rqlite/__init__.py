@@ -26,10 +26,11 @@ accepting only rqlite URLs::
 from __future__ import annotations
 
 from raftflow.transports.db.database import AsyncDatabase, Database
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.rqlite.protocol import RqliteConfig
 from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
+
+from raftflow.errors import ConfigurationError
 
 __all__ = ["AsyncRqliteTransport", "RqliteConfig", "RqliteTransport"]
 

@@ -17,7 +17,6 @@ from typing import Any, Literal, Protocol
 
 import httpx
 from raftflow.transports.db.flow import Request, Response, Statement
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite.protocol import (
     Exchange,
     HttpCall,
@@ -29,6 +28,8 @@ from raftflow.transports.rqlite.protocol import (
     exchange,
 )
 from raftflow.transports.rqlite.wire import AsyncWire, SyncWire
+
+from raftflow.errors import ConfigurationError
 
 #: The HTTP client of a connection. ``"raftflow"`` (the default) is raftflow's own HTTP/1.1
 #: on keep-alive sockets (:mod:`raftflow.transports.rqlite.wire`: 1-2 ms less per request

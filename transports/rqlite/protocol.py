@@ -18,14 +18,15 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from raftflow.transports.db.flow import Request, Response, Result
-from raftflow.transports.errors import (
+from raftflow.transports.rqlite.numbered import positional
+from raftflow.transports.rqlite.rewrites import parse_changes_nothing
+
+from raftflow.errors import (
     AuthenticationError,
     ConfigurationError,
     ProtocolError,
     UnavailableError,
 )
-from raftflow.transports.rqlite.numbered import positional
-from raftflow.transports.rqlite.rewrites import parse_changes_nothing
 
 #: The least time an attempt gets, so the one started as the budget runs out can succeed.
 _LAST_ATTEMPT = 0.1

@@ -45,8 +45,9 @@ from functools import lru_cache
 from typing import Generic, TypeVar
 from urllib.parse import urlencode, urlsplit
 
-from raftflow.transports.errors import ConfigurationError
 from raftflow.transports.rqlite.protocol import HttpCall, HttpReply, NetworkFailure, RqliteConfig
+
+from raftflow.errors import ConfigurationError
 
 L = TypeVar("L")
 

@@ -18,7 +18,8 @@ import uuid
 from typing import Any
 
 from raftflow.transports.db.flow import Request, Response, Result
-from raftflow.transports.errors import ConfigurationError, DatabaseError
+
+from raftflow.errors import ConfigurationError, DatabaseError
 
 MEMORY = ":memory:"
 #: How long :meth:`SqliteConnection.run_at_once` waits for another thread of this

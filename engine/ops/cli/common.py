@@ -24,7 +24,9 @@ from typing import Any, TypeVar
 
 import click
 from raftflow.engine.app import Engine
-from raftflow.engine.errors import (
+from raftflow.stores.contract import ErrorInfo, ExecutionRecord, StepRecord
+
+from raftflow.errors import (
     ConfigurationError,
     InvalidArgumentError,
     RaftflowError,
@@ -32,7 +34,6 @@ from raftflow.engine.errors import (
     SchemaError,
     UnavailableError,
 )
-from raftflow.stores.contract import ErrorInfo, ExecutionRecord, StepRecord
 
 F = TypeVar("F", bound=Callable[..., Any])
 

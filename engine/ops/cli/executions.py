@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 from raftflow.engine.app import Engine
-from raftflow.engine.errors import ExecutionNotFoundError
 from raftflow.engine.ops.cli.common import (
     EXECUTION_HEADERS,
     STEP_HEADERS,
@@ -32,6 +31,8 @@ from raftflow.engine.ops.cli.common import (
 )
 from raftflow.stores.contract import ExecutionRecord, Status
 from raftflow.stores.inspect import Inspector
+
+from raftflow.errors import ExecutionNotFoundError
 
 STATUSES = click.Choice([s.value for s in Status])
 

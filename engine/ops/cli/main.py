@@ -6,9 +6,10 @@ import sys
 from collections.abc import Sequence
 
 import click
-from raftflow.engine.errors import RaftflowError
 from raftflow.engine.ops.cli import admin, executions, operations, recovery
 from raftflow.engine.ops.cli.common import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
+
+from raftflow.errors import RaftflowError
 
 
 def _version() -> str:

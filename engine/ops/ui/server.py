@@ -19,12 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from raftflow.engine.errors import (
-    ExecutionFinishedError,
-    ExecutionNotFoundError,
-    InvalidArgumentError,
-    UnavailableError,
-)
 from raftflow.engine.ops.ui.auth import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -48,6 +42,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+
+from raftflow.errors import (
+    ExecutionFinishedError,
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+    UnavailableError,
+)
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine

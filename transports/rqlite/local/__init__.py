@@ -26,7 +26,7 @@ Modules, one job each:
 - ``cli`` / ``__main__``: ``python -m raftflow.transports.rqlite.local`` runs a cluster until
   Ctrl-C (as does ``raftflow cluster``).
 
-Its errors are branches of raftflow's tree (:mod:`raftflow.transports.errors`)::
+Its errors are branches of raftflow's tree (:mod:`raftflow.errors`)::
 
     RaftflowError
     ├── ConfigurationError
@@ -40,7 +40,6 @@ Its errors are branches of raftflow's tree (:mod:`raftflow.transports.errors`)::
 """
 
 from raftflow.transports.rqlite.local.cluster import LocalCluster
-from raftflow.transports.rqlite.local.errors import ClusterError, NodeExitedError
 from raftflow.transports.rqlite.local.install import (
     RQLITE_VERSION,
     RqliteInstallError,
@@ -53,6 +52,8 @@ from raftflow.transports.rqlite.local.install import (
 from raftflow.transports.rqlite.local.node import Node
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 from raftflow.transports.rqlite.local.processes import kill_all_started, started_pids
+
+from raftflow.errors import ClusterError, NodeExitedError
 
 __all__ = [
     "RQLITE_VERSION",

@@ -17,8 +17,9 @@ from pathlib import Path
 from types import FrameType
 
 from raftflow.transports.rqlite.local.cluster import LocalCluster
-from raftflow.transports.rqlite.local.errors import ClusterError
 from raftflow.transports.rqlite.local.install import RqliteNotFoundError
+
+from raftflow.errors import ClusterError
 
 __all__ = ["main"]
 

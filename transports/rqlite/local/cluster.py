@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from raftflow.transports.rqlite.local.errors import ClusterError, NodeExitedError
 from raftflow.transports.rqlite.local.install import find_rqlited
 from raftflow.transports.rqlite.local.node import (
     Node,
@@ -46,6 +45,8 @@ from raftflow.transports.rqlite.local.ports import (
 )
 from raftflow.transports.rqlite.local.probe import Probe
 from raftflow.transports.rqlite.local.topology import rqlited_args
+
+from raftflow.errors import ClusterError, NodeExitedError
 
 log = logging.getLogger("raftflow.rqlite.local")
 

@@ -19,7 +19,7 @@ Its HTTP port is published on 127.0.0.1 only, on a host port chosen before it st
 across restarts. Containers and networks carry the label ``dev.raftflow.harness`` (value: a
 per-process id), which :func:`remove_labelled` uses to sweep what a crashed test left.
 
-Errors: :class:`~raftflow.transports.rqlite.local.errors.ClusterError` when the cluster does
+Errors: :class:`~raftflow.errors.ClusterError` when the cluster does
 not get ready or agree on a leader in time (the nodes' log tails are in the message).
 """
 
@@ -36,7 +36,6 @@ from types import TracebackType
 from typing import Any, cast
 
 import httpx
-from raftflow.transports.rqlite.local.errors import ClusterError
 from raftflow.transports.rqlite.local.install import RQLITE_VERSION, install_rqlite
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 from raftflow.transports.rqlite.local.probe import leader_id, raft_state
@@ -44,6 +43,8 @@ from raftflow.transports.rqlite.local.topology import HTTP_PORT, RQLITED, served
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.docker_client import DockerClient
 from testcontainers.core.network import Network
+
+from raftflow.errors import ClusterError
 
 __all__ = [
     "LABEL",

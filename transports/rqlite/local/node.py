@@ -12,9 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftflow.transports.rqlite.local.errors import ClusterError, NodeExitedError
 from raftflow.transports.rqlite.local.ports import HOST
 from raftflow.transports.rqlite.local.processes import forget, start_process
+
+from raftflow.errors import ClusterError, NodeExitedError
 
 __all__ = [
     "LOG_NAME",

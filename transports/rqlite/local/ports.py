@@ -13,7 +13,7 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
-from raftflow.transports.rqlite.local.errors import ClusterError
+from raftflow.errors import ClusterError
 
 __all__ = ["HOST", "MANIFEST_NAME", "load_ports", "pick_free_ports", "port_is_free", "save_ports"]
 

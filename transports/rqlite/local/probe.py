@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from raftflow.transports.rqlite.local.errors import ClusterError
 from raftflow.transports.rqlite.local.node import Node, check_alive, diagnostics, running_nodes
+
+from raftflow.errors import ClusterError
 
 __all__ = ["Probe", "agreed_leader", "leader_id", "raft_state", "served_by"]
 
