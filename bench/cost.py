@@ -23,6 +23,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 
 from bench.phases import Context
+from raftflow import Engine
 
 
 def _cpu(pid: int) -> float:
@@ -31,11 +32,12 @@ def _cpu(pid: int) -> float:
 
 
 def run_cost(ctx: Context) -> dict[str, Any]:
-    from raftflow.engine.backend import Commit, claim_context, open_backend
     from raftflow.engine.workflow.events import RUN
-    from raftflow.stores.contract import Status
+    from raftflow.stores.claim import claim_context
+    from raftflow.stores.commit import Commit
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.stores.flows import start_params
+    from raftflow.stores.records import Status
     from raftflow.transports.db.flow import Request, Statement, drive
     from raftflow.transports.payload import to_json
 
@@ -43,8 +45,9 @@ def run_cost(ctx: Context) -> dict[str, Any]:
     leader = ctx.cluster.nodes[0]
     followers = ctx.cluster.nodes[1:]
     run_text = to_json(RUN, what="event")
-    backend = open_backend(leader.url)
-    conn, flows = backend.database.connection, backend.queue
+    engine = Engine.from_url(leader.url)
+    transport, store = engine.transport, engine.store
+    conn, flows = store.database.connection, transport.flows
     rows: list[dict[str, Any]] = []
 
     def measure(label: str, send: Callable[[], object], statements: int, commits: int = 0) -> None:
@@ -85,7 +88,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
             for e in ids
         )
         conn.send(Request(starts, transaction=True)).raise_for_errors()
-        claimed = backend.run(backend.flows.claim("bench-cost", 3600, count, 0))
+        claimed = store.claim(transport, "bench-cost", 3600, count)
         token = claimed[0].lease.token
         return token, {c.lease.group_id: c.lease.seq for c in claimed}, ids
 
@@ -144,7 +147,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                     )
                     for e in ids
                 ]
-                outcomes = backend.run(backend.flows.commit(commits, 3600))
+                outcomes = store.run(store.commits.commit(commits, 3600))
                 for e, outcome in zip(ids, outcomes):
                     if not outcome.applied or outcome.next_seq is None:
                         raise RuntimeError(f"commit of {e} not applied: {outcome.error}")
@@ -162,7 +165,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
         poll = Request((_claimable_statement(now),), level="weak")
         measure("idle poll (weak read)", _sender(conn, poll), 1)
     finally:
-        backend.close()
+        engine.close()
     from bench.sqlite_cost import claim_statement_costs, commit_cost
 
     ctx.progress.start("cost: SQLite alone, prepare vs run")

@@ -20,21 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raftflow.engine.backend import (
-    Backend,
-    Commit,
-    _final_statements,
-    _lean_statements,
-    claim_context,
-    commit_request,
-)
 from raftflow.engine.workflow.events import RUN_TEXT
-from raftflow.stores.contract import Status
+from raftflow.stores.claim import claim_context
+from raftflow.stores.commit import Commit
+from raftflow.stores.commit_sql import commit_request, final_statements, lean_statements
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.flows import start_params
-from raftflow.transports.db.database import open_database
+from raftflow.stores.records import Status
 from raftflow.transports.db.flow import Statement
 from raftflow.transports.queue import QUERIES as QUEUE
+
+from raftflow import Engine
 
 RAW = Statement("probe.raw", "INSERT INTO probe_raw (v) VALUES (:v)", {"v": 1})
 
@@ -70,9 +66,9 @@ def statements() -> list[Statement]:
         QUEUE("claimable", claim),
         QUEUE("claim", claim),
         *claim_context("t", 1.0, {}),
-        *_lean_statements([lean], 1.0),
-        *_final_statements([final], 1.0),
-        _final_statements([Commit(**{**_fields(final), "unlinked": True})], 1.0)[0],
+        *lean_statements([lean], 1.0),
+        *final_statements([final], 1.0),
+        final_statements([Commit(**{**_fields(final), "unlinked": True})], 1.0)[0],
         *commit_request([parked], 1.0, 2.0).statements,
     ]
 
@@ -87,9 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "compile.db"
-        backend = Backend(open_database(f"sqlite:///{path}"))
-        backend.prepare(auto_migrate=True)
-        backend.close()
+        Engine.from_url(f"sqlite:///{path}", auto_migrate=True).close()
         db = sqlite3.connect(path, cached_statements=0, isolation_level=None)
         db.execute("CREATE TABLE probe_raw (v INTEGER)")
         print(f"{'statement':32s} {'compile us':>10s} {'VDBE ops':>9s}")

@@ -33,7 +33,7 @@ def main() -> None:
     engine = app.engine
     with LocalCluster(3) as cluster:
         engine.connect("http://" + ",".join(u.split("://", 1)[1] for u in cluster.urls))
-        backend = engine.backend
+        backend = engine.store
         create = Statement("probe.create", "CREATE TABLE IF NOT EXISTS probe_raw (v INTEGER)")
         backend.run(_single(create))
         local = engine.local

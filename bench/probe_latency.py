@@ -27,13 +27,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
-from raftflow.engine.backend import Backend, Commit
 from raftflow.engine.workflow.events import RUN, RUN_TEXT
-from raftflow.stores.contract import Status
+from raftflow.stores.commit import Commit
 from raftflow.stores.flows import QUERIES, start_params
-from raftflow.transports.db.database import open_database
+from raftflow.stores.records import Status
 from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.rqlite.local.cluster import LocalCluster
+
+from raftflow import Engine
 
 RAW = "INSERT INTO probe_raw (v) VALUES (:v)"
 
@@ -48,8 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     kinds = [k.strip() for k in args.only.split(",")]
     with LocalCluster(3) as cluster:
-        backend = Backend(open_database(cluster.urls))
-        backend.prepare(auto_migrate=True)
+        backend = Engine.from_url(cluster.urls, auto_migrate=True).store
         backend.run(_single(Statement("probe.create", "CREATE TABLE probe_raw (v INTEGER)")))
         worker = f"probe:{uuid.uuid4().hex[:8]}"
 
@@ -57,7 +57,7 @@ def main() -> None:
             token = f"{worker}:{uuid.uuid4().hex}"
             eid = uuid.uuid4().hex
             outcome = backend.run(
-                backend.store.start(eid, "probe", None, 0, RUN, lease_token=token)
+                backend.flows.start(eid, "probe", None, 0, RUN, lease_token=token)
             )
             assert outcome.lease_seq is not None
             return Commit(
@@ -79,7 +79,7 @@ def main() -> None:
                 commit = replace(started(), full=full, unlinked=unlinked)
                 assert commit.lean_final is not full
                 t = time.perf_counter()
-                (outcome,) = backend.run(backend.flows.commit([commit], 30.0))
+                (outcome,) = backend.run(backend.commits.commit([commit], 30.0))
                 elapsed = time.perf_counter() - t
                 assert outcome.applied
                 return elapsed
@@ -94,7 +94,7 @@ def main() -> None:
             )  # fmt: skip
             assert commit.lean
             t = time.perf_counter()
-            (outcome,) = backend.run(backend.flows.commit([commit], 30.0))
+            (outcome,) = backend.run(backend.commits.commit([commit], 30.0))
             elapsed = time.perf_counter() - t
             assert outcome.applied
             return elapsed
@@ -108,7 +108,7 @@ def main() -> None:
             token = f"{worker}:{uuid.uuid4().hex}"
             t = time.perf_counter()
             backend.run(
-                backend.store.start(uuid.uuid4().hex, "probe", None, 0, RUN, lease_token=token)
+                backend.flows.start(uuid.uuid4().hex, "probe", None, 0, RUN, lease_token=token)
             )
             return time.perf_counter() - t
 

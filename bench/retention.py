@@ -38,6 +38,7 @@ from typing import Any
 from raftflow.transports.rqlite.local import LocalCluster
 
 from bench.cluster import BenchCluster
+from raftflow import Engine
 
 DAY = 86_400.0
 SERIES = (
@@ -112,18 +113,17 @@ class Probe:
     """Claims and gives back one event after another, timing each claim."""
 
     def __init__(self, url: str) -> None:
-        from raftflow.engine.backend import open_backend
 
-        self.backend = open_backend(url)
+        self.engine = Engine.from_url(url)
         self.samples: list[tuple[float, float]] = []  # (monotonic time, claim seconds)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self) -> None:
-        from raftflow.engine.backend import claim_context
+        from raftflow.stores.claim import claim_context
         from raftflow.transports.db.flow import Request, Statement, drive
 
-        conn, flows = self.backend.database.connection, self.backend.queue
+        conn, flows = self.engine.store.database.connection, self.engine.transport.flows
         while not self.stop.is_set():
             now = drive(conn, flows.clock.now())
             token = f"probe:{uuid.uuid4().hex}"
@@ -146,31 +146,29 @@ def pct(values: list[float], q: float) -> float:
 
 
 def claims_phase(args: argparse.Namespace) -> dict[str, Any]:
-    from raftflow.engine.backend import open_backend
     from raftflow.engine.runtime.retention import Retention
     from raftflow.engine.runtime.worker import WorkerOptions
 
     with LocalCluster(3) as cluster:
         bench = BenchCluster(cluster)
         url = bench.leader_url
-        open_backend(url, auto_migrate=True).close()
+        Engine.from_url(url, auto_migrate=True).close()
         t0 = time.monotonic()
         fill_expired(bench, args.expired, args.steps)
         fill_queued(bench, args.queued)
         print(f"filled in {time.monotonic() - t0:.1f}s", flush=True)
-        backend = open_backend(url).to_async()
+        store = Engine.from_url(url).store.to_async()
         overrides: dict[str, Any] = {}
         if args.batch:
             overrides["retention_batch"] = args.batch
         if args.share:
             overrides["retention_share"] = args.share
         options = WorkerOptions(**overrides)
-        session: Any = SimpleNamespace(
-            backend=backend,
+        worker: Any = SimpleNamespace(
             options=options,
-            tasks={},
-            stopping=asyncio.Event(),
             worker_id="bench-retention",
+            running=lambda: 0,
+            draining=lambda: False,
         )
         probe = Probe(url)
         probe.thread.start()
@@ -179,7 +177,7 @@ def claims_phase(args: argparse.Namespace) -> dict[str, Any]:
         async def drive_rounds() -> None:
             from datetime import timedelta
 
-            retention = Retention(session, timedelta(days=30))
+            retention = Retention(worker, store, timedelta(days=30))
             retention.held = True
             await asyncio.sleep(2.0)  # the probe warms up
             for pair in range(args.pairs):
@@ -216,14 +214,14 @@ def claims_phase(args: argparse.Namespace) -> dict[str, Any]:
                     )
                 if retention.deleted >= args.expired:
                     break
-            await backend.close()
+            await store.close()
 
         try:
             asyncio.run(drive_rounds())
         finally:
             probe.stop.set()
             probe.thread.join()
-            probe.backend.close()
+            probe.engine.close()
         off = [r for r in rounds if not r["retention"]]
         on = [r for r in rounds if r["retention"] and r["deleted"]]
 

@@ -35,6 +35,7 @@ from bench.phases import (
     step_rows,
     wait_raftflow,
 )
+from raftflow import Engine
 
 RAFTFLOW_TABLES = ("messages", "groups", "message_keys", "steps", "executions")
 
@@ -77,13 +78,13 @@ RELEASE = "UPDATE messages SET locked_by = NULL, lock_expiry = 0 WHERE locked_by
 
 
 def raftflow_claims(ctx: Context) -> dict[str, Any]:
-    from raftflow.engine.backend import claim_context, open_backend
+    from raftflow.stores.claim import claim_context
     from raftflow.transports.db.flow import Request, Statement, drive
     from raftflow.transports.queue import QUERIES as QUEUE
 
     s = ctx.settings
-    backend = open_backend(ctx.cluster.leader_url)
-    conn, flows = backend.database.connection, backend.queue
+    engine = Engine.from_url(ctx.cluster.leader_url)
+    conn, flows = engine.store.database.connection, engine.transport.flows
     cases: list[dict[str, Any]] = []
     have = 0
     plan: list[str] = []
@@ -132,7 +133,7 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
             rows = conn.send(Request((Statement("plan", sql, params),), level="weak"))
             plan = [str(r["detail"]) for r in rows.raise_for_errors()[0].dicts()]
     finally:
-        backend.close()
+        engine.close()
     return {"cases": cases, "claim_plan": plan}
 
 

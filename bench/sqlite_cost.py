@@ -37,9 +37,10 @@ def _start(db: sqlite3.Connection, first: int, last: int, event: str, now: float
 def commit_cost(commits: int = 3000) -> dict[str, float]:
     """ms per commit (the batch statement with one commit, + outcome read), with and
     without a statement cache."""
-    from raftflow.engine.backend import Commit, commit_request
     from raftflow.engine.workflow.events import RUN
-    from raftflow.stores.contract import Status
+    from raftflow.stores.commit import Commit
+    from raftflow.stores.commit_sql import commit_request
+    from raftflow.stores.records import Status
     from raftflow.transports.payload import to_json
     from raftflow.transports.queue import QUERIES as QUEUE
 

@@ -31,4 +31,4 @@ WORKDIR /app
 # (raftflow itself serves none yet).
 EXPOSE 9464
 STOPSIGNAL SIGTERM
-CMD ["raftflow", "worker", "raftflow.engine.demo:engine", "--concurrency", "8"]
+CMD ["raftflow", "worker", "raftflow.engine.ops.demo:engine", "--concurrency", "8"]

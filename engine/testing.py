@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from raftflow.engine.app import Engine
     from raftflow.engine.client.handle import WorkflowHandle
     from raftflow.engine.workflow.registry import StepDef
-    from raftflow.stores.contract import StepRecord
+    from raftflow.stores.records import StepRecord
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ class WorkflowTestEnvironment:
             stack.callback(restore_schedules)
         else:  # made now, not by the worker's background task: env.advance() sees them
             schedules = list(self.engine.schedules.values())
-            self.engine.backend.run(ScheduleFlows(self.clock).ensure(schedules))
+            self.engine.store.run(ScheduleFlows(self.clock).ensure(schedules))
         stack.enter_context(self.engine.running_worker(**self._worker_options))
         return self
 
@@ -168,8 +168,8 @@ class WorkflowTestEnvironment:
         deadline = time.monotonic() + self._settle_timeout
         quiet = 0
         while True:
-            leased, next_at = self.engine.backend.run(_state())
-            claimable = self.engine.backend.run(self.engine.backend.queue.claimable())
+            leased, next_at = self.engine.store.run(_state())
+            claimable = self.engine.store.run(self.engine.transport.flows.claimable())
             quiet = quiet + 1 if not leased and not claimable else 0
             if quiet >= 2:  # twice in a row: nothing was between two of its requests
                 return next_at

@@ -34,7 +34,7 @@ from raftflow.errors import (
     WorkflowCancelledError,
     WorkflowFailedError,
 )
-from raftflow.stores.contract import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.records import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 from raftflow.stores.rqlite import RqliteStore
 from raftflow.transports.rqlite import RqliteTransport
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raftflow.stores.contract import ErrorInfo
+    from raftflow.stores.records import ErrorInfo
 
 __all__ = [
     "AuthenticationError",

@@ -17,17 +17,22 @@ import builtins
 import uuid
 from typing import Any
 
-from raftflow.stores.contract import (
-    AttemptRecord,
-    ErrorInfo,
+from raftflow.stores.records import (
     ExecutionRecord,
     StartOutcome,
     Status,
     StepRecord,
 )
+from raftflow.stores.rows import (
+    STARTED_COLUMNS,
+    execution_from_row,
+    read,
+    start_params,
+    step_from_row,
+)
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
-from raftflow.transports.db.flow import Flow, Request, Statement
+from raftflow.transports.db.flow import Flow, Request
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
@@ -131,7 +136,7 @@ class StoreFlows:
         if created.rows_affected == 1 and event.rows_affected == 1 and event.last_insert_id:
             leased = params["lease_token"] is not None
             row = {
-                **{name: params[name] for name in _STARTED_COLUMNS},
+                **{name: params[name] for name in STARTED_COLUMNS},
                 "status": (Status.RUNNING if leased else Status.PENDING).value,
                 "output": None,
                 "error": None,
@@ -156,7 +161,7 @@ class StoreFlows:
 
     def get(self, execution_id: str) -> Flow[ExecutionRecord | None]:
         check_id(execution_id, what="execution_id")
-        rows = yield from _read(QUERIES("get", {"id": execution_id}), strong_if_empty=True)
+        rows = yield from read(QUERIES("get", {"id": execution_id}), strong_if_empty=True)
         return execution_from_row(rows[0]) if rows else None
 
     def list(self, status: Status | None, limit: int) -> Flow[builtins.list[ExecutionRecord]]:
@@ -170,7 +175,7 @@ class StoreFlows:
             statement = QUERIES("list_all", {"limit": limit})
         else:
             statement = QUERIES("list_by_status", {"status": Status(status).value, "limit": limit})
-        rows = yield from _read(statement)
+        rows = yield from read(statement)
         return [execution_from_row(row) for row in rows]
 
     def steps(self, execution_id: str) -> Flow[builtins.list[StepRecord]]:
@@ -179,7 +184,7 @@ class StoreFlows:
         return [step_from_row(row) for row in response.raise_for_errors()[0].dicts()]
 
     def counts(self) -> Flow[dict[Status, int]]:
-        rows = yield from _read(QUERIES("counts"))
+        rows = yield from read(QUERIES("counts"))
         return {Status(row["status"]): int(row["n"]) for row in rows}
 
     def runs(self, execution_id: str) -> Flow[builtins.list[ExecutionRecord]]:
@@ -321,21 +326,8 @@ class StoreFlows:
         at ``strong`` before it is believed)."""
         check_id(execution_id, what="execution_id")
         params = {"execution_id": execution_id, "key": check_topic(key, what="event key")}
-        rows = yield from _read(QUERIES("get_event", params), strong_if_empty=True)
+        rows = yield from read(QUERIES("get_event", params), strong_if_empty=True)
         return (True, from_json(rows[0]["value"])) if rows else (False, None)
-
-
-def _read(
-    statement: Statement, *, strong_if_empty: bool = False
-) -> Flow[builtins.list[dict[str, Any]]]:
-    """Rows of a read: ``weak`` first, again at ``strong`` when the weak answer is an error
-    (or empty, if asked) -- the answers a stale leader gives."""
-    response = yield Request((statement,), level="weak")
-    result = response[0]
-    if result.error is None and (result.rows or not strong_if_empty):
-        return result.dicts()
-    response = yield Request((statement,), level="strong")
-    return response.raise_for_errors()[0].dicts()
 
 
 def _started(execution_id: str, row: dict[str, Any] | None) -> StartOutcome:
@@ -349,99 +341,4 @@ def _started(execution_id: str, row: dict[str, Any] | None) -> StartOutcome:
         created=bool(row["created"]),
         lease_seq=int(row["lease_seq"]) if leased else None,
         lease_expiry=float(row["lease_expiry"]) if leased else None,
-    )
-
-
-#: What the fast path's execution (as a read of ``execution_columns`` returns it) takes
-#: from the start's parameters as they are.
-_STARTED_COLUMNS = (
-    "id", "workflow", "input", "priority", "parent_id", "deadline", "trace_context",
-)  # fmt: skip
-
-
-def start_params(
-    execution_id: str,
-    workflow: str,
-    input_text: str,
-    priority: int,
-    event_text: str,
-    now: float,
-    commit_id: str,
-    *,
-    parent_id: str | None = None,
-    deadline: float | None = None,
-    lease_token: str | None = None,
-    lease_expiry: float | None = None,
-    limit_key: str | None = None,
-    limit_max: int | None = None,
-    debounce_until: float | None = None,
-) -> dict[str, Any]:
-    """The parameters of the ``start`` statement (JSON already serialized): the one place
-    that knows them, for the store and for tools that write starts in bulk (bench/)."""
-    return {
-        "id": execution_id,
-        "workflow": workflow,
-        "input": input_text,
-        "priority": priority,
-        "event": event_text,
-        "now": now,
-        "commit_id": commit_id,
-        "parent_id": parent_id,
-        "deadline": deadline,
-        "lease_token": lease_token,
-        "lease_expiry": lease_expiry,
-        "limit_key": limit_key,
-        "limit_max": limit_max,
-        "debounce_until": debounce_until,
-    }
-
-
-def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
-    return ExecutionRecord(
-        id=row["id"],
-        workflow=row["workflow"],
-        status=Status(row["status"]),
-        input=from_json(row["input"]),
-        output=None if row["output"] is None else from_json(row["output"]),
-        error=None if row["error"] is None else ErrorInfo.from_json(from_json(row["error"])),
-        priority=int(row["priority"]),
-        created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]),
-        completed_at=None if row["completed_at"] is None else float(row["completed_at"]),
-        steps_done=int(row["steps_done"]),
-        parent_id=row.get("parent_id"),
-        cancel_reason=row.get("cancel_reason"),
-        deadline=row.get("deadline"),
-        trace_context=row.get("trace_context"),
-        run=int(row.get("run") or 1),
-        commit_id=row.get("commit_id"),
-        last_idx=row.get("last_idx"),
-    )
-
-
-def step_from_row(row: dict[str, Any]) -> StepRecord:
-    return StepRecord(
-        execution_id=row["execution_id"],
-        idx=int(row["idx"]),
-        name=row["name"],
-        succeeded=row["status"] == "succeeded",
-        output=None if row["output"] is None else from_json(row["output"]),
-        error=None if row["error"] is None else ErrorInfo.from_json(from_json(row["error"])),
-        started_at=float(row["started_at"]),
-        ended_at=float(row["ended_at"]),
-        worker_id=row["worker_id"],
-        kind=row.get("kind") or "step",
-        status=row["status"],
-        attempts=int(row.get("attempts") or 1),
-        wake_at=row.get("wake_at"),
-        history=tuple(
-            AttemptRecord(
-                attempt=int(entry["attempt"]),
-                type=str(entry["type"]),
-                message=str(entry["message"]),
-                started_at=float(entry["started_at"]),
-                ended_at=float(entry["ended_at"]),
-            )
-            for entry in from_json(row.get("history") or "[]")
-        ),
     )

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from raftflow.stores.contract import ExecutionRecord, Status, StepRecord
-from raftflow.stores.flows import MAX_LIST_LIMIT, execution_from_row, step_from_row
+from raftflow.stores.flows import MAX_LIST_LIMIT
 from raftflow.stores.flows import QUERIES as STORE
+from raftflow.stores.records import ExecutionRecord, Status, StepRecord
+from raftflow.stores.rows import execution_from_row, step_from_row
 from raftflow.transports.contract import PARKED
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock

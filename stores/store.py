@@ -1,28 +1,32 @@
 """The store's public classes: :class:`SqlStore` and its async twin, on any database.
 
-Both only run :class:`~raftflow.stores.flows.StoreFlows` on a
-:class:`~raftflow.transports.db.database.Database`; they differ by ``await`` alone.
-:class:`~raftflow.stores.rqlite.RqliteStore` is the same class on rqlite.
+Both run the store's I/O-free flows on a :class:`~raftflow.transports.db.database.
+Database` (:mod:`raftflow.stores.flows` for executions, :mod:`raftflow.stores.commit_flow`
+for the fenced commit, :mod:`raftflow.stores.claim` for what a claim reads); they differ by
+``await`` alone. :class:`~raftflow.stores.rqlite.RqliteStore` is the same class on rqlite.
+
+**Sharing the transport's database.** On the database of the queue
+(:class:`~raftflow.transports.transport.SqlTransport`), the store's commit carries the ack of
+the current event and the publish of the next in the same request and Raft entry, and a
+claim reads what its runs need in the claim's own transaction. That is a capability of the
+pair: :meth:`SqlStore.share` tells the store its transport, whose connection it then uses.
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from raftflow.stores.contract import ExecutionRecord, StartOutcome, Status, StepRecord
+from raftflow.stores import claim as claim_reads
+from raftflow.stores.commit import Commit, CommitOutcome
+from raftflow.stores.commit_flow import CommitFlows
 from raftflow.stores.flows import StoreFlows
-from raftflow.transports.db.database import (
-    AsyncDatabase,
-    ConnectOptions,
-    Database,
-    aopen_database,
-    open_database,
-    scheme_of,
-)
-from raftflow.transports.db.schema import ensure
+from raftflow.stores.records import Claimed, ExecutionRecord, StartOutcome, Status, StepRecord
+from raftflow.transports.db.component import AsyncComponent, SyncComponent
+from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
+from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
 from typing_extensions import Unpack
 
 from raftflow.errors import ConfigurationError
@@ -31,41 +35,19 @@ S = TypeVar("S", bound="SqlStore")
 A = TypeVar("A", bound="AsyncSqlStore")
 
 
-D = TypeVar("D", Database, AsyncDatabase)
-
-
-class _Store(Generic[D]):
-    """What the twins share, which does no I/O."""
-
-    #: The database kind ``from_url`` accepts (None: any; ``RqliteStore``: rqlite).
-    requires: str | None = None
+class SqlStore(SyncComponent):
+    """Executions and their step records in one database (beside the queue)."""
 
     def __init__(
         self,
-        database: D,
+        database: Database,
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         flows: StoreFlows | None = None,
     ) -> None:
-        self.database: D = database
+        super().__init__(database)
         self.flows = flows or StoreFlows(database.clock, max_payload_bytes=max_payload_bytes)
-
-    @property
-    def connection(self) -> Any:
-        return self.database.connection
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.database.connection!r}>"
-
-    @classmethod
-    def _checked(cls, url: str | Sequence[str]) -> str | Sequence[str]:
-        if cls.requires is not None and scheme_of(url) != cls.requires:
-            raise ConfigurationError(f"{cls.__name__} needs an {cls.requires} URL")
-        return url
-
-
-class SqlStore(_Store[Database]):
-    """Executions and their step records in one database (beside the queue)."""
+        self.commits = CommitFlows(database.clock)
 
     @classmethod
     def from_url(
@@ -78,20 +60,31 @@ class SqlStore(_Store[Database]):
     ) -> S:
         """Connect as :meth:`SqlTransport.from_url
         <raftflow.transports.transport.SqlTransport.from_url>` does and create the schema."""
-        database = open_database(cls._checked(url), **options)
-        store = cls(database, max_payload_bytes=max_payload_bytes)
-        if create_schema:
-            try:
-                store.create_schema()
-            except BaseException:
-                store.close()
-                raise
-        return store
 
-    def create_schema(self, auto_migrate: bool | None = None) -> None:
-        """Create the schema, or migrate it to this code's version (:mod:`~raftflow.
-        transports.schema`: an older rqlite database is refused unless ``auto_migrate``)."""
-        self.database.run(ensure(self.database.embedded if auto_migrate is None else auto_migrate))
+        def make(database: Database) -> S:
+            return cls(database, max_payload_bytes=max_payload_bytes)
+
+        return cls._open(url, make, create_schema, options)
+
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.flows.max_payload_bytes
+
+    def share(self, transport: SqlTransport) -> None:
+        """Use ``transport``'s connection from now on (closing this store's own): the
+        store's commits then settle the transport's leases in the same request. Refused
+        (:class:`~raftflow.errors.ConfigurationError`) when the two are not on one database."""
+        if transport.database is self.database:
+            return
+        if transport.database.identity != self.database.identity:
+            raise ConfigurationError(
+                f"the store ({self.database.identity}) and the transport "
+                f"({transport.database.identity}) are on different databases: the engine needs "
+                "both on one (one rqlite cluster, or one SQLite file)"
+            )
+        own, self.database = self.database, transport.database
+        self.flows.clock = self.commits.clock = transport.database.clock
+        own.close()
 
     def start(
         self,
@@ -117,44 +110,72 @@ class SqlStore(_Store[Database]):
             timeout=timeout,
             trace_context=trace_context,
         )
-        return self.database.run(flow)
+        return self.run(flow)
 
     def get(self, execution_id: str) -> ExecutionRecord | None:
         """The execution, or None when there is none with this id."""
-        return self.database.run(self.flows.get(execution_id))
+        return self.run(self.flows.get(execution_id))
 
     def list(
         self, *, status: Status | None = None, limit: int = 100
     ) -> builtins.list[ExecutionRecord]:
         """The most recent executions first, optionally only those with ``status``."""
-        return self.database.run(self.flows.list(status, limit))
+        return self.run(self.flows.list(status, limit))
 
     def steps(self, execution_id: str) -> builtins.list[StepRecord]:
         """The execution's step records in call order."""
-        return self.database.run(self.flows.steps(execution_id))
+        return self.run(self.flows.steps(execution_id))
 
     def counts(self) -> dict[Status, int]:
         """How many executions there are in each status."""
-        return self.database.run(self.flows.counts())
+        return self.run(self.flows.counts())
 
     def children(self, execution_id: str) -> builtins.list[ExecutionRecord]:
         """The executions this one started as children, oldest first."""
-        return self.database.run(self.flows.children(execution_id))
+        return self.run(self.flows.children(execution_id))
 
     def runs(self, execution_id: str) -> builtins.list[ExecutionRecord]:
         """The runs this execution ended with ``continue_as_new``, oldest first."""
-        return self.database.run(self.flows.runs(execution_id))
+        return self.run(self.flows.runs(execution_id))
 
-    def to_async(self) -> AsyncSqlStore:
-        """The async twin on the same database and clock."""
-        return AsyncSqlStore(self.database.to_async(), flows=self.flows)
+    def claim(
+        self,
+        transport: SqlTransport,
+        worker_id: str,
+        visibility: float,
+        limit: int = 1,
+        min_priority: int = 0,
+        cached: dict[str, tuple[str | None, int]] | None = None,
+    ) -> builtins.list[Claimed]:
+        """Lease up to ``limit`` events of ``transport`` for runs settled by this store's
+        commits, with what the runs need (a worker's claim: :meth:`AsyncSqlStore.claim`)."""
+        flow = claim_reads.claim_runs(
+            transport.flows, worker_id, visibility, limit, min_priority, cached
+        )
+        return self.run(flow)
 
-    def close(self) -> None:
-        self.database.close()
+    def to_async(self, transport: AsyncSqlTransport | None = None) -> AsyncSqlStore:
+        """The async twin with the same flows and clock: on ``transport``'s connection (the
+        twin of the transport this store shares), else on a new one to its database."""
+        database = transport.database if transport is not None else self.database.to_async()
+        return AsyncSqlStore(database, flows=self.flows, commits=self.commits)
 
 
-class AsyncSqlStore(_Store[AsyncDatabase]):
-    """The async twin of :class:`SqlStore`: the same operations, awaited."""
+class AsyncSqlStore(AsyncComponent):
+    """The async twin of :class:`SqlStore`; also what a worker's runs need of the store:
+    the reads of a claim, the history in pages, and the commit."""
+
+    def __init__(
+        self,
+        database: AsyncDatabase,
+        *,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        flows: StoreFlows | None = None,
+        commits: CommitFlows | None = None,
+    ) -> None:
+        super().__init__(database)
+        self.flows = flows or StoreFlows(database.clock, max_payload_bytes=max_payload_bytes)
+        self.commits = commits or CommitFlows(database.clock)
 
     @classmethod
     async def from_url(
@@ -166,20 +187,11 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
         **options: Unpack[ConnectOptions],
     ) -> A:
         """Connect as :meth:`SqlStore.from_url` does, awaiting the wait and schema."""
-        database = await aopen_database(cls._checked(url), **options)
-        store = cls(database, max_payload_bytes=max_payload_bytes)
-        if create_schema:
-            try:
-                await store.create_schema()
-            except BaseException:
-                await store.close()
-                raise
-        return store
 
-    async def create_schema(self, auto_migrate: bool | None = None) -> None:
-        """Create or migrate the schema, as :meth:`SqlStore.create_schema` does."""
-        auto = self.database.embedded if auto_migrate is None else auto_migrate
-        await self.database.run(ensure(auto))
+        def make(database: AsyncDatabase) -> A:
+            return cls(database, max_payload_bytes=max_payload_bytes)
+
+        return await cls._open(url, make, create_schema, options)
 
     async def start(
         self,
@@ -202,33 +214,63 @@ class AsyncSqlStore(_Store[AsyncDatabase]):
             timeout=timeout,
             trace_context=trace_context,
         )
-        return await self.database.run(flow)
+        return await self.run(flow)
 
     async def get(self, execution_id: str) -> ExecutionRecord | None:
         """The execution, or None when there is none with this id."""
-        return await self.database.run(self.flows.get(execution_id))
+        return await self.run(self.flows.get(execution_id))
 
     async def list(
         self, *, status: Status | None = None, limit: int = 100
     ) -> builtins.list[ExecutionRecord]:
         """The most recent executions first, optionally only those with ``status``."""
-        return await self.database.run(self.flows.list(status, limit))
+        return await self.run(self.flows.list(status, limit))
 
     async def steps(self, execution_id: str) -> builtins.list[StepRecord]:
         """The execution's step records in call order."""
-        return await self.database.run(self.flows.steps(execution_id))
+        return await self.run(self.flows.steps(execution_id))
 
     async def counts(self) -> dict[Status, int]:
         """How many executions there are in each status."""
-        return await self.database.run(self.flows.counts())
+        return await self.run(self.flows.counts())
 
     async def children(self, execution_id: str) -> builtins.list[ExecutionRecord]:
         """The executions this one started as children, oldest first."""
-        return await self.database.run(self.flows.children(execution_id))
+        return await self.run(self.flows.children(execution_id))
 
     async def runs(self, execution_id: str) -> builtins.list[ExecutionRecord]:
         """The runs this execution ended with ``continue_as_new``, oldest first."""
-        return await self.database.run(self.flows.runs(execution_id))
+        return await self.run(self.flows.runs(execution_id))
 
-    async def close(self) -> None:
-        await self.database.close()
+    # -- a worker's runs ------------------------------------------------------------------
+
+    async def claim(
+        self,
+        transport: AsyncSqlTransport,
+        worker_id: str,
+        visibility: float,
+        limit: int = 1,
+        min_priority: int = 0,
+        cached: dict[str, tuple[str | None, int]] | None = None,
+    ) -> builtins.list[Claimed]:
+        """Lease up to ``limit`` events of ``transport`` (whose database this store shares)
+        and read, in the same request, what their runs need -- except the history of the
+        runs the worker keeps (``cached``: their fingerprints) and finds unchanged."""
+        flow = claim_reads.claim_runs(
+            transport.flows, worker_id, visibility, limit, min_priority, cached
+        )
+        return await self.run(flow)
+
+    async def history(
+        self, execution_id: str, have: builtins.list[StepRecord], last: int
+    ) -> builtins.list[StepRecord]:
+        """The records of calls ``0..last``, reading in pages what ``have`` lacks."""
+        return await self.run(claim_reads.history(execution_id, have, last))
+
+    async def commit(
+        self, commits: Sequence[Commit], visibility: float
+    ) -> builtins.list[CommitOutcome]:
+        """Many executions' commits in one request (one Raft entry), each fenced by its
+        lease and atomic on its own; a next event kept by the worker is leased for
+        ``visibility`` seconds."""
+        return await self.run(self.commits.commit(commits, visibility))

@@ -17,9 +17,9 @@ plus, every 30 s per transport, one ``weak`` read of the leader's clock
 two Raft entries.
 
 The statement builders (``*_statement``) are the only place the queue's SQL is bound; the
-public operations below and the engine's batched ones (:mod:`raftflow.engine.backend`) both
-use them, and :meth:`QueueFlows.claim` is the one claim: the engine appends its reads to the
-same request through ``context``.
+public operations below and a worker's batched ones (``*_leases``) both use them, and
+:meth:`QueueFlows.claim` is the one claim: the store appends its reads to the same request
+through ``context``.
 
 Retries are safe: a publish carries an idempotency key, and ack/nack/extend touch a row
 only while it still holds the caller's token, so a retry after an ambiguous failure
@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -233,6 +233,44 @@ class QueueFlows:
     def _holder(self, lease: Lease) -> Flow[dict[str, Any] | None]:
         response = yield Request((QUERIES("holder", {"seq": lease.seq}),), level="strong")
         return response.raise_for_errors()[0].first()
+
+    # -- leases the engine settles itself (claimed with ``track=False``) ----------------
+
+    def extend_leases(self, leases: Sequence[Lease], visibility: float) -> Flow[list[Lease | None]]:
+        """Renew several leases in one request; None for each one that was lost."""
+        now = yield from self.clock.now()
+        expiry = now + visibility
+        response = yield Request(
+            tuple(self.extend_statement(lease, expiry) for lease in leases), transaction=False
+        )
+        return [
+            replace(lease, expires_at=expiry)
+            if result.error is None and result.rows_affected == 1
+            else None
+            for lease, result in zip(leases, response.results)
+        ]
+
+    def release_leases(self, leases: Sequence[Lease], delay: float = 0.0) -> Flow[None]:
+        """Give leases back: claimable at once, or parked for ``delay`` seconds."""
+        now = yield from self.clock.now()
+        response = yield Request(
+            tuple(self.nack_statement(lease, now, delay) for lease in leases), transaction=False
+        )
+        response.raise_for_errors()
+
+    def release_group(self, group_id: str, token: str, delay: float = 0.0) -> Flow[None]:
+        """Give back whatever message of the group ``token`` holds (after a commit whose
+        outcome is unknown, the next event may be leased to it), now or after ``delay``."""
+        now = yield from self.clock.now()
+        response = yield Request((self.release_group_statement(group_id, token, now, delay),))
+        response.raise_for_errors()
+
+    def ack_leases(self, leases: Sequence[Lease]) -> Flow[None]:
+        """Delete events that have nothing to run (their execution is gone or finished)."""
+        response = yield Request(
+            tuple(self.ack_statement(lease) for lease in leases), transaction=False
+        )
+        response.raise_for_errors()
 
     # -- statement builders (each touches a row only while it holds the caller's token) ----
 

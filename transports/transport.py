@@ -9,66 +9,34 @@ rqlite; ``SqlTransport.from_url("sqlite:///app.db")`` is the queue on a local fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from raftflow.transports.contract import Lease, QueueStats
-from raftflow.transports.db.database import (
-    AsyncDatabase,
-    ConnectOptions,
-    Database,
-    aopen_database,
-    open_database,
-    scheme_of,
-)
-from raftflow.transports.db.schema import ensure
+from raftflow.transports.db.component import AsyncComponent, SyncComponent
+from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
 from typing_extensions import Unpack
-
-from raftflow.errors import ConfigurationError
 
 S = TypeVar("S", bound="SqlTransport")
 A = TypeVar("A", bound="AsyncSqlTransport")
 
 
-D = TypeVar("D", Database, AsyncDatabase)
-
-
-class _Queue(Generic[D]):
-    """What the twins share, which does no I/O (httpx's ``BaseClient`` shape)."""
-
-    #: The database kind ``from_url`` accepts (None: any; ``RqliteTransport``: rqlite).
-    requires: str | None = None
+class SqlTransport(SyncComponent):
+    """A lease-based queue, FIFO and exclusive per group, in one database."""
 
     def __init__(
         self,
-        database: D,
+        database: Database,
         *,
         max_event_bytes: int = MAX_PAYLOAD_BYTES,
         dedup_window: float = 900.0,
         flows: QueueFlows | None = None,
     ) -> None:
-        self.database: D = database
+        super().__init__(database)
         self.flows = flows or QueueFlows(
             database.clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
         )
-
-    @property
-    def connection(self) -> Any:
-        return self.database.connection
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.database.connection!r}>"
-
-    @classmethod
-    def _checked(cls, url: str | Sequence[str]) -> str | Sequence[str]:
-        if cls.requires is not None and scheme_of(url) != cls.requires:
-            raise ConfigurationError(f"{cls.__name__} needs an {cls.requires} URL")
-        return url
-
-
-class SqlTransport(_Queue[Database]):
-    """A lease-based queue, FIFO and exclusive per group, in one database."""
 
     @classmethod
     def from_url(
@@ -89,20 +57,11 @@ class SqlTransport(_Queue[Database]):
         ``sqlite:///path.db`` is a local file. The connection ``options`` are
         :class:`~raftflow.transports.db.database.ConnectOptions`.
         """
-        database = open_database(cls._checked(url), **options)
-        transport = cls(database, max_event_bytes=max_event_bytes, dedup_window=dedup_window)
-        if create_schema:
-            try:
-                transport.create_schema()
-            except BaseException:
-                transport.close()
-                raise
-        return transport
 
-    def create_schema(self, auto_migrate: bool | None = None) -> None:
-        """Create the schema, or migrate it to this code's version (:mod:`~raftflow.
-        transports.schema`: an older rqlite database is refused unless ``auto_migrate``)."""
-        self.database.run(ensure(self.database.embedded if auto_migrate is None else auto_migrate))
+        def make(database: Database) -> S:
+            return cls(database, max_event_bytes=max_event_bytes, dedup_window=dedup_window)
+
+        return cls._open(url, make, create_schema, options)
 
     def publish(
         self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
@@ -113,7 +72,7 @@ class SqlTransport(_Queue[Database]):
         publish idempotent: a second publish with the same key within the dedup window
         adds nothing (one is generated when omitted, which makes retries safe).
         """
-        self.database.run(self.flows.publish(group_id, event, priority, key))
+        self.run(self.flows.publish(group_id, event, priority, key))
 
     def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
         """Lease the oldest message of the next group in round-robin order; 1 round trip.
@@ -127,46 +86,50 @@ class SqlTransport(_Queue[Database]):
         self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
     ) -> list[Lease]:
         """Lease the heads of up to ``limit`` groups in one statement; 1 round trip."""
-        claim = self.flows.claim(worker_id, visibility, limit, min_priority)
-        return self.database.run(claim).leases
+        return self.run(self.flows.claim(worker_id, visibility, limit, min_priority)).leases
 
     def claimable(self, min_priority: int = 0) -> bool:
         """Whether a claim would find a message now (a read: no Raft entry)."""
-        return self.database.run(self.flows.claimable(min_priority))
+        return self.run(self.flows.claimable(min_priority))
 
     def ack(self, lease: Lease) -> None:
         """Delete the leased message; its group row goes with the last message."""
-        self.database.run(self.flows.ack(lease))
+        self.run(self.flows.ack(lease))
 
     def nack(self, lease: Lease, delay: float = 0) -> None:
         """Give the message back: claimable again now, or after ``delay`` seconds (parked,
         keeping its group blocked until then)."""
-        self.database.run(self.flows.nack(lease, delay))
+        self.run(self.flows.nack(lease, delay))
 
     def extend(self, lease: Lease, visibility: float) -> Lease:
         """Push the lease deadline to ``visibility`` seconds from now (a heartbeat)."""
-        return self.database.run(self.flows.extend(lease, visibility))
+        return self.run(self.flows.extend(lease, visibility))
 
     def stats(self) -> QueueStats:
         """Counts of messages, leased, parked and groups (a strong read)."""
-        return self.database.run(self.flows.stats())
+        return self.run(self.flows.stats())
 
     def to_async(self) -> AsyncSqlTransport:
         """The async twin on the same database, sharing this transport's leases and clock."""
         return AsyncSqlTransport(self.database.to_async(), flows=self.flows)
 
-    def close(self) -> None:
-        self.database.close()
 
-    def __enter__(self: S) -> S:
-        return self
+class AsyncSqlTransport(AsyncComponent):
+    """The async twin of :class:`SqlTransport`: the same operations, awaited; and a
+    worker's, on leases its store's commits settle (claimed untracked)."""
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class AsyncSqlTransport(_Queue[AsyncDatabase]):
-    """The async twin of :class:`SqlTransport`: the same operations, awaited."""
+    def __init__(
+        self,
+        database: AsyncDatabase,
+        *,
+        max_event_bytes: int = MAX_PAYLOAD_BYTES,
+        dedup_window: float = 900.0,
+        flows: QueueFlows | None = None,
+    ) -> None:
+        super().__init__(database)
+        self.flows = flows or QueueFlows(
+            database.clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
+        )
 
     @classmethod
     async def from_url(
@@ -179,26 +142,17 @@ class AsyncSqlTransport(_Queue[AsyncDatabase]):
         **options: Unpack[ConnectOptions],
     ) -> A:
         """Connect as :meth:`SqlTransport.from_url` does, awaiting the wait and schema."""
-        database = await aopen_database(cls._checked(url), **options)
-        transport = cls(database, max_event_bytes=max_event_bytes, dedup_window=dedup_window)
-        if create_schema:
-            try:
-                await transport.create_schema()
-            except BaseException:
-                await transport.close()
-                raise
-        return transport
 
-    async def create_schema(self, auto_migrate: bool | None = None) -> None:
-        """Create or migrate the schema, as :meth:`SqlTransport.create_schema` does."""
-        auto = self.database.embedded if auto_migrate is None else auto_migrate
-        await self.database.run(ensure(auto))
+        def make(database: AsyncDatabase) -> A:
+            return cls(database, max_event_bytes=max_event_bytes, dedup_window=dedup_window)
+
+        return await cls._open(url, make, create_schema, options)
 
     async def publish(
         self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
     ) -> None:
         """Append ``event`` (JSON-serializable) to ``group_id``; 1 round trip."""
-        await self.database.run(self.flows.publish(group_id, event, priority, key))
+        await self.run(self.flows.publish(group_id, event, priority, key))
 
     async def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
         """Lease the oldest message of the next group in round-robin order; 1 round trip."""
@@ -210,33 +164,43 @@ class AsyncSqlTransport(_Queue[AsyncDatabase]):
     ) -> list[Lease]:
         """Lease the heads of up to ``limit`` groups in one statement; 1 round trip."""
         claim = self.flows.claim(worker_id, visibility, limit, min_priority)
-        return (await self.database.run(claim)).leases
+        return (await self.run(claim)).leases
 
     async def claimable(self, min_priority: int = 0) -> bool:
         """Whether a claim would find a message now (a read: no Raft entry)."""
-        return await self.database.run(self.flows.claimable(min_priority))
+        return await self.run(self.flows.claimable(min_priority))
 
     async def ack(self, lease: Lease) -> None:
         """Delete the leased message; its group row goes with the last message."""
-        await self.database.run(self.flows.ack(lease))
+        await self.run(self.flows.ack(lease))
 
     async def nack(self, lease: Lease, delay: float = 0) -> None:
         """Give the message back, now or parked for ``delay`` seconds."""
-        await self.database.run(self.flows.nack(lease, delay))
+        await self.run(self.flows.nack(lease, delay))
 
     async def extend(self, lease: Lease, visibility: float) -> Lease:
         """Push the lease deadline to ``visibility`` seconds from now (a heartbeat)."""
-        return await self.database.run(self.flows.extend(lease, visibility))
+        return await self.run(self.flows.extend(lease, visibility))
 
     async def stats(self) -> QueueStats:
         """Counts of messages, leased, parked and groups (a strong read)."""
-        return await self.database.run(self.flows.stats())
+        return await self.run(self.flows.stats())
 
-    async def close(self) -> None:
-        await self.database.close()
+    # -- a worker's: leases settled by its store's commits --------------------------------
 
-    async def __aenter__(self: A) -> A:
-        return self
+    async def extend_leases(self, leases: Sequence[Lease], visibility: float) -> list[Lease | None]:
+        """Renew several leases in one request (a heartbeat); None for each one lost."""
+        return await self.run(self.flows.extend_leases(leases, visibility))
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    async def release_leases(self, leases: Sequence[Lease], delay: float = 0.0) -> None:
+        """Give leases back: claimable at once, or parked for ``delay`` seconds."""
+        await self.run(self.flows.release_leases(leases, delay))
+
+    async def release_group(self, group_id: str, token: str, delay: float = 0.0) -> None:
+        """Give back whatever message of ``group_id`` ``token`` holds, now or after ``delay``
+        (a hand-back after a failure outside user code)."""
+        await self.run(self.flows.release_group(group_id, token, delay))
+
+    async def ack_leases(self, leases: Sequence[Lease]) -> None:
+        """Delete events that have nothing to run (their execution is gone or finished)."""
+        await self.run(self.flows.ack_leases(leases))

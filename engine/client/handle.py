@@ -7,8 +7,9 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from raftflow.engine.workflow import primitives
+from raftflow.engine.workflow.context import workflow_run
 from raftflow.engine.workflow.drivers import adrive, drive
-from raftflow.stores.contract import ErrorInfo, ExecutionRecord, Status, StepRecord
+from raftflow.stores.records import ErrorInfo, ExecutionRecord, Status, StepRecord
 from raftflow.transports.payload import check_seconds
 
 from raftflow.errors import (
@@ -81,7 +82,7 @@ class WorkflowHandle(Generic[T]):
         without a worker until the child finishes. In an async workflow, await
         :meth:`result_async`.
         """
-        run = self.engine._maybe_workflow("result", False)
+        run = workflow_run("result", False)
         if run is not None:
             timeout = (
                 None if timeout is None else check_seconds(timeout, what="timeout", allow_zero=True)
@@ -147,7 +148,7 @@ class WorkflowHandle(Generic[T]):
 
     async def result_async(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
         """:meth:`result` in an async workflow (durable) or async client code (polling)."""
-        run = self.engine._maybe_workflow("result", True)
+        run = workflow_run("result", True)
         if run is None:
             return await asyncio.to_thread(self.result, timeout, poll_interval=poll_interval)
         timeout = (

@@ -18,7 +18,7 @@ from typing import Any
 
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.workflow.context import current_activation, step_or_none
-from raftflow.stores.contract import ExecutionRecord
+from raftflow.stores.records import ExecutionRecord
 
 _turn: contextvars.ContextVar[str | None] = contextvars.ContextVar("raftflow_turn", default=None)
 

@@ -45,7 +45,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.workflow.context import StepInfo
-from raftflow.stores.contract import ExecutionRecord, Status
+from raftflow.stores.records import ExecutionRecord, Status
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

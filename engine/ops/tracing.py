@@ -27,7 +27,7 @@ from typing import Any
 
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.workflow.context import StepInfo
-from raftflow.stores.contract import ExecutionRecord, Status
+from raftflow.stores.records import ExecutionRecord, Status
 
 try:
     from opentelemetry import context as otel_context

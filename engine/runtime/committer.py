@@ -2,7 +2,7 @@
 
 Each activation hands its commit to :meth:`Committer.commit` and waits; the committer
 sends every commit waiting when a request can go as one statement
-(:meth:`~raftflow.engine.backend.EngineFlows.commit`): N executions advancing together
+(:meth:`~raftflow.stores.store.AsyncSqlStore.commit`): N executions advancing together
 cost one Raft entry, not N. ``max_inflight`` requests may be in flight at once (1 by
 default: rqlite is CPU-bound, and more requests only split the batches -- measured in
 ``docs/performance.md``). An execution has at most one commit waiting at a time, so
@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from raftflow.engine.backend import AsyncBackend, Commit, CommitOutcome
+from raftflow.stores.commit import Commit, CommitOutcome
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.hooks import HookChain
     from raftflow.engine.runtime.worker import WorkerOptions, WorkerStats
+    from raftflow.stores.store import AsyncSqlStore
 
 Waiting = tuple[Commit, "asyncio.Future[CommitOutcome]"]
 
@@ -34,13 +35,13 @@ class Committer:
 
     def __init__(
         self,
-        backend: AsyncBackend,
+        store: AsyncSqlStore,
         options: WorkerOptions,
         stats: WorkerStats,
         hooks: HookChain | None = None,
         alone: Callable[[], bool] = lambda: False,
     ) -> None:
-        self._backend = backend
+        self._store = store
         self._alone = alone
         self._hooks = hooks
         self._options = options
@@ -86,8 +87,8 @@ class Committer:
     async def _flush(self, batch: Sequence[Waiting]) -> None:
         started, applied, error = time.perf_counter(), 0, None
         try:
-            flow = self._backend.flows.commit([c for c, _ in batch], self._options.visibility)
-            outcomes = await self._backend.run(flow)
+            commits = [c for c, _ in batch]
+            outcomes = await self._store.commit(commits, self._options.visibility)
             self._stats.commit_requests += 1
         except Exception as exc:  # every waiter gets it: each hands its execution back
             error = exc

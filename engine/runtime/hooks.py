@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from raftflow.engine.workflow.context import StepInfo
-from raftflow.stores.contract import ExecutionRecord, Status
+from raftflow.stores.records import ExecutionRecord, Status
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.worker import Worker

@@ -25,12 +25,35 @@ import itertools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from raftflow.stores.contract import ErrorInfo, Status
+from raftflow.stores.records import ErrorInfo, Status
 
 if TYPE_CHECKING:
-    from raftflow.engine.runtime.session import Session
+    from raftflow.stores.records import Claimed
+
+
+class LocalSlots(Protocol):
+    """A worker run of this process, as the start fast path uses it."""
+
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def visibility(self) -> float:
+        """Its lease length: the first event's lease lasts that long."""
+        ...
+
+    def reserve(self, priority: int) -> bool:
+        """Take a free slot for an execution of ``priority`` (thread-safe)."""
+        ...
+
+    def unreserve(self) -> None: ...
+
+    def adopt(self, claimed: Claimed) -> None:
+        """Run the execution whose first event was published leased to it (thread-safe)."""
+        ...
+
 
 #: Outcomes kept for waiters (the most recent; one is taken at most a moment after it is
 #: kept, by a waiter already there).
@@ -58,11 +81,11 @@ class _Watch:
 
 
 class LocalWorkers:
-    """The sessions of the workers running in this process, for one engine."""
+    """The worker runs of this process, for one engine."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sessions: list[Session] = []
+        self._runs: list[LocalSlots] = []
         self._finished = threading.Lock()
         # News per watched execution: a waiter compares its count to what it read before,
         # and only the waiters of that execution wake. (One condition for all woke every
@@ -74,21 +97,21 @@ class LocalWorkers:
         self._outcomes: OrderedDict[str, Outcome] = OrderedDict()
         self._counter = itertools.count(1)  # orders waiters' calls and commits' sending
 
-    def add(self, session: Session) -> None:
+    def add(self, run: LocalSlots) -> None:
         with self._lock:
-            self._sessions.append(session)
+            self._runs.append(run)
 
-    def remove(self, session: Session) -> None:
+    def remove(self, run: LocalSlots) -> None:
         with self._lock:
-            self._sessions.remove(session)
+            self._runs.remove(run)
 
-    def reserve(self, priority: int) -> Session | None:
+    def reserve(self, priority: int) -> LocalSlots | None:
         """A local worker that took a slot for an execution of ``priority``, or None."""
         with self._lock:
-            sessions = list(self._sessions)
-        for session in sessions:
-            if session.reserve(priority):
-                return session
+            runs = list(self._runs)
+        for run in runs:
+            if run.reserve(priority):
+                return run
         return None
 
     def finished(self, execution_id: str) -> None:

@@ -30,7 +30,9 @@ from raftflow.stores.inspect import OPS, InspectFlows, QueueSnapshot
 from raftflow.transports.db.flow import Flow, Request
 
 if TYPE_CHECKING:
-    from raftflow.engine.runtime.session import Session
+    from raftflow.engine.runtime.duties import WorkerView
+    from raftflow.engine.runtime.retention import Retention
+    from raftflow.stores.store import AsyncSqlStore
 
 log = logging.getLogger("raftflow.worker")
 
@@ -64,36 +66,46 @@ class PresenceState:
 
 
 class Presence:
-    """The beat of one worker's run (a task of its :class:`Session`)."""
+    """The beat of one worker's run (a :class:`~raftflow.engine.runtime.duties.Duty`)."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.state = session.worker.presence
-        self.inspect = InspectFlows(session.backend.queue.clock)
+    name = "raftflow-presence"
+
+    def __init__(
+        self,
+        worker: WorkerView,
+        store: AsyncSqlStore,
+        state: PresenceState,
+        retention: Retention | None,
+    ) -> None:
+        self.worker = worker
+        self.store = store
+        self.state = state
+        self.retention = retention
+        self.inspect = InspectFlows(store.database.clock)
         self.started_at: float | None = None
 
     async def run(self) -> None:
         while True:
             try:
-                await self.session.backend.run(self.beat())
+                await self.store.run(self.beat())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("worker %s: presence beat failed: %s", self.session.worker_id, exc)
+                log.warning("worker %s: presence beat failed: %s", self.worker.worker_id, exc)
             await asyncio.sleep(BEAT_INTERVAL)
 
     async def leave(self) -> None:
         """The last beat: state ``stopped``, the duties given up (best effort)."""
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.session.backend.run(self.beat(stopped=True)), 5.0)
+            await asyncio.wait_for(self.store.run(self.beat(stopped=True)), 5.0)
 
     def beat(self, *, stopped: bool = False) -> Flow[None]:
-        session = self.session
-        now = yield from session.backend.queue.clock.now()
+        worker = self.worker
+        now = yield from self.store.database.clock.now()
         if self.started_at is None:
             self.started_at = now
-        state = "stopped" if stopped else "draining" if session.stopping.is_set() else "running"
-        worker_id = session.worker_id
+        state = "stopped" if stopped else "draining" if worker.draining() else "running"
+        worker_id = worker.worker_id
         statements = [
             OPS(
                 "beat",
@@ -102,19 +114,19 @@ class Presence:
                     "host": socket.gethostname(),
                     "pid": os.getpid(),
                     "version": VERSION,
-                    "concurrency": session.options.concurrency,
-                    "min_priority": session.options.min_priority,
+                    "concurrency": worker.options.concurrency,
+                    "min_priority": worker.options.min_priority,
                     "state": state,
                     "started_at": self.started_at,
                     "now": now,
-                    "steps": session.stats.steps,
-                    "running": len(session.tasks),
+                    "steps": worker.stats.steps,
+                    "running": worker.running(),
                 },
             ),
             OPS("forget_workers", {"cutoff": now - FORGET_AFTER}),
         ]
         duty = {"duty": QUEUE_SAMPLER, "worker_id": worker_id}
-        competes = session.hooks.samples_queue and not stopped
+        competes = worker.hooks.samples_queue and not stopped
         if competes:
             expiry = now + 3 * BEAT_INTERVAL
             statements.append(OPS("take_duty", {**duty, "now": now, "expiry": expiry}))
@@ -123,19 +135,19 @@ class Presence:
             statements.append(OPS("drop_duty", duty))
         # The retention duty (engine/runtime/retention.py): its holder deletes expired executions.
         retention = {"duty": RETENTION_DUTY, "worker_id": worker_id}
-        retains = session.retention is not None and not stopped
+        retains = self.retention is not None and not stopped
         if retains:
             expiry = now + 3 * BEAT_INTERVAL
             statements.append(OPS("take_duty", {**retention, "now": now, "expiry": expiry}))
             statements.append(replace(OPS("duty_holder", retention), name="ops.retention_holder"))
-        elif stopped and session.retention is not None:
+        elif stopped and self.retention is not None:
             statements.append(OPS("drop_duty", retention))
         response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
         self.state.seen_at = now
         holder = response.result_of("ops.duty_holder").first() if competes else None
         self.state.sampler = bool(holder and holder["worker_id"] == worker_id)
-        if retains and session.retention is not None:
+        if retains and self.retention is not None:
             keeper = response.result_of("ops.retention_holder").first()
-            session.retention.on_beat(bool(keeper and keeper["worker_id"] == worker_id))
+            self.retention.on_beat(bool(keeper and keeper["worker_id"] == worker_id))
         self.state.queue = (yield from self.inspect.queue()) if self.state.sampler else None

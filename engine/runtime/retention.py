@@ -40,7 +40,8 @@ from raftflow.transports.db.flow import Flow, Request
 from raftflow.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from raftflow.engine.runtime.session import Session
+    from raftflow.engine.runtime.duties import WorkerView
+    from raftflow.stores.store import AsyncSqlStore
 
 log = logging.getLogger("raftflow.worker")
 
@@ -93,10 +94,13 @@ class RetentionFlows:
 class Retention:
     """The retention task of one worker's run: active while it holds the duty."""
 
-    def __init__(self, session: Session, keep: timedelta) -> None:
-        self.session = session
+    name = "raftflow-retention"
+
+    def __init__(self, worker: WorkerView, store: AsyncSqlStore, keep: timedelta) -> None:
+        self.worker = worker
+        self.store = store
         self.keep = keep.total_seconds()
-        self.flows = RetentionFlows(session.backend.queue.clock)
+        self.flows = RetentionFlows(store.database.clock)
         self.held = False  # set by the presence beat
         self.wake = asyncio.Event()
         self.deleted = 0
@@ -108,23 +112,22 @@ class Retention:
             self.wake.set()
 
     def busy(self) -> bool:
-        session = self.session
-        return len(session.tasks) > session.options.concurrency // 2
+        return self.worker.running() > self.worker.options.concurrency // 2
 
     def may_delete(self) -> bool:
-        return self.held and not self.session.stopping.is_set()
+        return self.held and not self.worker.draining()
 
     async def drain(self) -> None:
         """Delete batch after batch, paced, until nothing expired is left or the duty is
         lost (or the worker stops)."""
-        options = self.session.options
+        options = self.worker.options
         while self.may_delete():
             if self.busy():
                 await asyncio.sleep(options.retention_pause)
                 continue
             started = time.perf_counter()
             flow = self.flows.delete_batch(self.keep, options.retention_batch)
-            deleted = await self.session.backend.run(flow)
+            deleted = await self.store.run(flow)
             took = time.perf_counter() - started
             self.deleted += deleted
             self.took = [*self.took[-999:], took]
@@ -142,10 +145,13 @@ class Retention:
             try:
                 if not self.held or self.busy():
                     continue
-                if not await self.session.backend.run(self.flows.due(self.keep)):
+                if not await self.store.run(self.flows.due(self.keep)):
                     continue
                 await self.drain()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the next beat tries again
-                log.warning("worker %s: retention failed: %s", self.session.worker_id, exc)
+                log.warning("worker %s: retention failed: %s", self.worker.worker_id, exc)
+
+    async def leave(self) -> None:
+        """Nothing to say: the duty's lease lapses with the worker's presence."""

@@ -1,9 +1,10 @@
 """The worker: claims executions' events, runs their workflows, commits their steps.
 
 :class:`Worker` is the handle (options, stats, :meth:`Worker.stop`); each
-:meth:`Worker.run` creates a :class:`~raftflow.engine.runtime.session.Session` holding everything
-that lives only while it runs (the event loop, the connection, the committer, the thread
-pool, the running executions).
+:meth:`Worker.run` creates a :class:`~raftflow.engine.runtime.run.WorkerRun` holding
+everything that lives only while it runs (the event loop, the async twins of the engine's
+transport and store on one connection, the committer, the thread pool, the running
+executions), and gives it what the engine serves -- nothing reaches back for the engine.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from raftflow.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
-    from raftflow.engine.runtime.session import Session
+    from raftflow.engine.runtime.run import WorkerRun
 
 log = logging.getLogger("raftflow.worker")
 
@@ -146,26 +147,38 @@ class Worker:
         #: What this worker's presence beat last learned (``raftflow workers``, metrics).
         self.presence = PresenceState()
         self._stop_requested = threading.Event()
-        self._session: Session | None = None
+        self._run: WorkerRun | None = None
         self._round_trips = 0
 
     @property
     def round_trips(self) -> int:
         """HTTP requests (or SQLite requests) this worker has sent so far."""
-        session = self._session
-        return session.round_trips if session is not None else self._round_trips
+        run = self._run
+        return run.round_trips if run is not None else self._round_trips
+
+    @property
+    def running(self) -> int | None:
+        """How many executions it runs now; None while it does not run."""
+        run = self._run
+        return None if run is None else run.running()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`stop` was called (the run drains, then returns)."""
+        return self._stop_requested.is_set()
 
     def stop(self) -> None:
         """Stop claiming, let running steps finish (``drain_timeout``), then return from
         :meth:`run`. Thread-safe; called before :meth:`run`, that run returns at once."""
         self._stop_requested.set()
-        session = self._session
-        if session is not None:
-            session.request_stop()
+        run = self._run
+        if run is not None:
+            run.request_stop()
 
     async def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Work until :meth:`stop` is called."""
-        from raftflow.engine.runtime.session import Session
+        from raftflow.engine.runtime.host import Definitions
+        from raftflow.engine.runtime.run import Served, WorkerRun
 
         if self._stop_requested.is_set():
             self._stop_requested.clear()
@@ -173,16 +186,32 @@ class Worker:
             if on_ready is not None:
                 on_ready()
             return
-        backend = self.engine.backend.to_async()
-        session = Session(self, backend)
-        self._session = session
+        engine = self.engine
+        transport = engine.transport.to_async()
+        served = Served(
+            definitions=Definitions(engine.registry, engine.max_payload_bytes, engine.max_history),
+            schedules=dict(engine.schedules),
+            retention=engine.retention,
+            local=engine.local,
+            presence=self.presence,
+        )
+        run = WorkerRun(
+            worker_id=self.worker_id,
+            options=self.options,
+            stats=self.stats,
+            hooks=self.hooks,
+            served=served,
+            transport=transport,
+            store=engine.store.to_async(transport),
+        )
+        self._run = run
         if self._stop_requested.is_set():  # stop() ran between the check and the assignment
-            session.request_stop()
+            run.request_stop()
         try:
-            await session.run(on_ready)
+            await run.run(on_ready, self)
         finally:
-            self._round_trips = session.round_trips
-            self._session = None
+            self._round_trips = run.round_trips
+            self._run = None
             self._stop_requested.clear()
 
 

@@ -5,7 +5,7 @@ that result (or raises its recorded error) without running the step: the code be
 steps is replayed and sees the same values. The first unrecorded step runs, and its
 outcome is staged here and committed -- before the next step runs, or with the
 workflow's outcome if it returns first -- together with the ack of the current event and
-the publish of the next (:class:`~raftflow.engine.backend.Commit`, one fenced statement).
+the publish of the next (:class:`~raftflow.stores.commit.Commit`, one fenced statement).
 While the worker keeps the turn the next event stays leased to it, so the workflow simply
 continues in memory; when the turn ends (or another event of the execution is waiting)
 the next event goes back to the queue and the next step call unwinds the run: the next
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-from raftflow.engine.backend import Claimed, Commit, CommitOutcome, Signal, Write
 from raftflow.engine.workflow.events import RUN_TEXT
 from raftflow.engine.workflow.registry import Codec, Registry, StepDef, WorkflowDef
-from raftflow.stores.contract import AttemptRecord, ErrorInfo, Status, StepRecord
+from raftflow.stores.commit import Commit, CommitOutcome, Write
+from raftflow.stores.records import AttemptRecord, Claimed, ErrorInfo, Signal, Status, StepRecord
 from raftflow.transports.payload import from_json, to_json
 
 from raftflow.errors import (
@@ -66,7 +66,7 @@ class Host(Protocol):
     worker_id: str
     max_payload_bytes: int
     hooks: HookChain
-    store: StoreFlows
+    flows: StoreFlows  # the store's, for the durable calls' flows
     registry: Registry
     max_history: int
 

@@ -83,3 +83,22 @@ def in_step(info: StepInfo | None) -> Iterator[None]:
     finally:
         _step.reset(tokens[1])
         _activation.reset(tokens[0])
+
+
+def workflow_run(what: str, is_async: bool) -> Activation | None:
+    """The activation of the workflow running here, or None outside workflow code. A call
+    of the sync API from an async workflow (or the reverse) raises, naming the right one."""
+    run = _activation.get()
+    if run is not None and run.is_async != is_async:
+        hint = f"await engine.{what}_async(...)" if run.is_async else f"engine.{what}(...)"
+        kind = "an async" if run.is_async else "a sync"
+        raise NotInWorkflowError(f"this is {kind} workflow: call {hint}")
+    return run
+
+
+def require_workflow(what: str, is_async: bool) -> Activation:
+    """:func:`workflow_run`, which must find one (``engine.<what>()`` is for workflows)."""
+    run = workflow_run(what, is_async)
+    if run is None:
+        raise NotInWorkflowError(f"engine.{what}() only works inside a workflow")
+    return run

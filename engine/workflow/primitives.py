@@ -29,7 +29,7 @@ from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.registry import Registry, WorkflowDef
 from raftflow.engine.workflow.steppath import Io, Outcome, StepFlow, call_begin, suspend, wait_until
-from raftflow.stores.contract import ErrorInfo, StartOutcome, Status, StepRecord
+from raftflow.stores.records import ErrorInfo, StartOutcome, Status, StepRecord
 from raftflow.transports.payload import to_json
 
 from raftflow.errors import (
@@ -85,7 +85,7 @@ def send(
     index, record = yield from call_begin(run, "send", execution_id)
     if record is None:
         key = key or f"{run.execution_id}/{index}"
-        outcome: Outcome = yield Io(run.host.store.send(execution_id, message, topic, key))
+        outcome: Outcome = yield Io(run.host.flows.send(execution_id, message, topic, key))
         record = _stage_outcome(run, index, "send", execution_id, outcome, None)
     _raise_refusal(record.error)
 
@@ -102,7 +102,7 @@ def start_child(
     index, record = yield from call_begin(run, "child", definition.name)
     if record is None:
         child_id = execution_id or f"{run.execution_id}/{index}"
-        flow = run.host.store.start(
+        flow = run.host.flows.start(
             child_id,
             definition.name,
             payload,
@@ -163,7 +163,7 @@ def set_event(run: Activation, key: str, value: Any) -> StepFlow[None]:
     """Publish the latest value of ``key`` for anyone polling ``get_event``."""
     index, record = yield from call_begin(run, "event", key)
     if record is None:
-        outcome: Outcome = yield Io(run.host.store.set_event(run.execution_id, key, value))
+        outcome: Outcome = yield Io(run.host.flows.set_event(run.execution_id, key, value))
         record = _stage_outcome(run, index, "event", key, outcome, None)
     _raise_refusal(record.error)
 

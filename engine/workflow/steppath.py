@@ -35,11 +35,11 @@ from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from raftflow.engine.backend import Commit, CommitOutcome
 from raftflow.engine.workflow.activation import Activation, Unwind
 from raftflow.engine.workflow.context import StepInfo
 from raftflow.engine.workflow.registry import StepDef
-from raftflow.stores.contract import StepRecord
+from raftflow.stores.commit import Commit, CommitOutcome
+from raftflow.stores.records import StepRecord
 from raftflow.transports.db.flow import Flow
 
 T = TypeVar("T")
@@ -170,7 +170,7 @@ def rate_wait(
     again = 0
     while True:
         token = f"{run.execution_id}:{index}:{attempt}" + (f":{again}" if again else "")
-        flow = run.host.store.reserve_rate(key, token, limit.limit, limit.per)
+        flow = run.host.flows.reserve_rate(key, token, limit.limit, limit.per)
         outcome: Outcome = yield Io(flow)
         if outcome.error is not None:
             raise outcome.error

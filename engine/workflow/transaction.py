@@ -9,10 +9,10 @@ named parameters (:mod:`raftflow.engine.workflow.sqlcompile`):
   on the worker's connection: they see the committed state, never the step's own writes
   (a read after a write raises :class:`TransactionError`);
 - writes (:meth:`Transaction.execute`) are only buffered. They go with the step's commit
-  (:class:`~raftflow.engine.backend.Commit` ``writes``) in one transactional request --
+  (:class:`~raftflow.stores.commit.Commit` ``writes``) in one transactional request --
   fenced by the lease like every commit, one Raft entry on rqlite -- and apply together
   with the checkpoint, or not at all (``expect_rows``: see
-  :meth:`~raftflow.engine.backend.EngineFlows.commit`).
+  :mod:`raftflow.stores.commit_flow`).
 
 What a transaction step may not run is refused before anything is sent
 (:class:`RefusedStatementError`): anything but SQLAlchemy statements, DDL, transaction
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from raftflow.engine.backend import Write
+from raftflow.stores.commit import Write
 from raftflow.transports.db.flow import Flow, Request, Result, Statement
 
 from raftflow.errors import RefusedStatementError, TransactionError

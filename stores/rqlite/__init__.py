@@ -2,9 +2,9 @@
 
 The classes are :class:`~raftflow.stores.store.SqlStore` and its twin, accepting only
 rqlite URLs (the options of :class:`~raftflow.transports.rqlite.RqliteTransport`). The
-engine does not use them: it opens one database for its queue, store and commits
-(:mod:`raftflow.engine.backend`), which is what lets a step's checkpoint, the ack of its
-event and the publish of the next go in one request.
+engine's store on rqlite is one of these, sharing its transport's connection
+(:meth:`SqlStore.share <raftflow.stores.store.SqlStore.share>`), which is what lets a
+step's checkpoint, the ack of its event and the publish of the next go in one request.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _log(job: Job, event: str) -> None:
         "at": time.time(),
         "pid": os.getpid(),
         # How far this worker's cluster clock is ahead of this machine's.
-        "skew": engine.backend.queue.clock.estimate() - time.time(),
+        "skew": engine.store.database.clock.estimate() - time.time(),
     }
     with open(os.path.join(job.log_dir, f"{os.getpid()}.jsonl"), "a") as log:
         log.write(json.dumps(line) + "\n")

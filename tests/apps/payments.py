@@ -99,7 +99,7 @@ def plain_debit(payment: Payment) -> str:
             compile_statement(insert(debits).values(payment=payment.id), read=False),
         )
     )
-    engine.backend.database.run(single(request))
+    engine.store.database.run(single(request))
     time.sleep(payment.hold)
     return payment.id
 

@@ -88,7 +88,7 @@ def _run(
     kill_leader: bool,
     balance: int,
 ) -> tuple[list[Any], dict[str, int]]:
-    execute(engine.backend.database, *_reset(balance))
+    execute(engine.store.database, *_reset(balance))
     log_dir.mkdir()
     handles = [
         engine.start(
@@ -105,7 +105,7 @@ def _run(
         killed_leader = None
         while time.monotonic() < deadline:
             succeeded = "SELECT id FROM executions WHERE status = 'succeeded'"
-            done = {"p" + r["id"][4:] for r in rows(engine.backend.database, succeeded)}
+            done = {"p" + r["id"][4:] for r in rows(engine.store.database, succeeded)}
             if len(done) >= count:
                 break
             time.sleep(0.6)
@@ -137,7 +137,7 @@ def _reset(balance: int) -> list[Any]:
 
 
 def _ledger(engine: Engine) -> tuple[int, Counter[str]]:
-    database = engine.backend.database
+    database = engine.store.database
     (account,) = rows(database, "SELECT balance FROM pay_accounts WHERE id = ?", payments.SHARED)
     debited = Counter(r["payment"] for r in rows(database, "SELECT payment FROM pay_debits"))
     return int(account["balance"]), debited
@@ -156,7 +156,7 @@ def test_transaction_steps_apply_exactly_once_under_kill_9_and_a_leader_kill(
     assert balance == 0
     assert len(debited) == count and set(debited.values()) == {1}, debited.most_common(3)
     recorded = rows(
-        engine.backend.database,
+        engine.store.database,
         "SELECT execution_id, COUNT(*) AS n FROM steps WHERE status = 'succeeded'"
         " GROUP BY execution_id",
     )
@@ -196,7 +196,7 @@ def test_a_worker_stalled_past_its_lease_cannot_apply_its_writes(
     """SIGSTOP a worker in the middle of a transaction step, past its lease; another
     worker runs the payment; SIGCONT: the stalled worker's writes are not applied (its
     commit is refused, or not sent once its heartbeat has learnt the lease is gone)."""
-    execute(engine.backend.database, *_reset(10))
+    execute(engine.store.database, *_reset(10))
     log_dir = tmp_path / "stop"
     log_dir.mkdir()
     payment = payments.Payment(id="p-stop", log_dir=str(log_dir), hold=2.0)

@@ -109,7 +109,7 @@ def test_start_wait_result_get_steps_list_send_cancel_queue_and_workers(
 ) -> None:
     process, port = worker
     client = Engine.from_url(url)  # in-process polls, so that only the checks spawn the CLI
-    inspector = Inspector(client.backend.database)
+    inspector = Inspector(client.store.database)
     # start --wait: the output, exit 0; piped, no progress line on stderr.
     done = raftflow(
         "start",

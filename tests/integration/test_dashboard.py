@@ -25,7 +25,7 @@ import httpx
 import pytest
 from raftflow.engine.ops.ui.server import execution_url
 from raftflow.engine.runtime.schedules import SQL as SCHEDULES
-from raftflow.engine.runtime.schedules import Schedule
+from raftflow.engine.workflow.schedule import Schedule
 from raftflow.transports.db.flow import Flow, Request
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.local.ports import pick_free_ports
@@ -100,7 +100,7 @@ def running(url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
     # the worker below finds it due and catches that time up -- a real fire.
     nightly = ops.engine.schedules["nightly"]
     last_time = nightly.next_after(time.time() - 86400)
-    ops.engine.backend.run(left_parked(nightly, last_time))
+    ops.engine.store.run(left_parked(nightly, last_time))
     worker = WorkerProcess(
         "tests.apps.ops:engine", url, logs / "worker.log", concurrency=4, worker_id="ui-worker"
     )

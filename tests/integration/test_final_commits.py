@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine.backend import STORE, Backend, Commit, CommitOutcome, EngineFlows
 from raftflow.engine.workflow.events import RUN, RUN_TEXT
-from raftflow.stores.contract import Status
+from raftflow.stores.commit import Commit, CommitOutcome
+from raftflow.stores.commit_flow import CommitFlows
+from raftflow.stores.flows import STORE
+from raftflow.stores.records import Status
+from raftflow.stores.store import SqlStore
 from raftflow.transports.db.clock import LocalClock
 from raftflow.transports.db.database import open_database
 from raftflow.transports.db.flow import Flow, Request, Statement
@@ -47,28 +50,26 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | list[str]:
 
 
 @pytest.fixture
-def backend(url: str | list[str]) -> Iterator[Backend]:
-    """A backend whose clock stands still at NOW: two runs of a scenario write the same times."""
-    backend = Backend(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
-    backend.prepare(auto_migrate=True)
-    yield backend
-    backend.close()
+def store(url: str | list[str]) -> Iterator[SqlStore]:
+    """A store whose clock stands still at NOW: two runs of a scenario write the same times."""
+    store = SqlStore(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
+    store.create_schema(auto_migrate=True)
+    yield store
+    store.close()
 
 
 def names(sent: list[Request]) -> list[str]:
     return [statement.name for request in sent for statement in request.statements]
 
 
-def commit(backend: Backend, c: Commit, sent: list[Request] | None = None) -> CommitOutcome:
-    (outcome,) = backend.run(
-        recorded(backend.flows.commit([c], 30.0), [] if sent is None else sent)
-    )
+def commit(store: SqlStore, c: Commit, sent: list[Request] | None = None) -> CommitOutcome:
+    (outcome,) = store.run(recorded(store.commits.commit([c], 30.0), [] if sent is None else sent))
     return outcome
 
 
-def leased_start(backend: Backend, eid: str, token: str, **options: Any) -> int:
-    outcome = backend.run(
-        backend.store.start(eid, "wf", {"n": 1}, 0, RUN, lease_token=token, **options)
+def leased_start(store: SqlStore, eid: str, token: str, **options: Any) -> int:
+    outcome = store.run(
+        store.flows.start(eid, "wf", {"n": 1}, 0, RUN, lease_token=token, **options)
     )
     assert outcome.created and outcome.lease_seq is not None
     return outcome.lease_seq
@@ -94,16 +95,16 @@ def final(eid: str, seq: int, token: str, **fields: Any) -> Commit:
 
 
 # Each scenario sets up the executions of prefix ``p`` and returns the final commit to send.
-Scenario = Callable[[Backend, str], Commit]
+Scenario = Callable[[SqlStore, str], Commit]
 
 
-def lone(backend: Backend, p: str) -> Commit:
-    seq = leased_start(backend, f"{p}e", f"{p}t")
+def lone(store: SqlStore, p: str) -> Commit:
+    seq = leased_start(store, f"{p}e", f"{p}t")
     return final(f"{p}e", seq, f"{p}t")
 
 
-def failed(backend: Backend, p: str) -> Commit:
-    seq = leased_start(backend, f"{p}e", f"{p}t")
+def failed(store: SqlStore, p: str) -> Commit:
+    seq = leased_start(store, f"{p}e", f"{p}t")
     error = '{"type":"ValueError","message":"no","traceback":""}'
     return final(
         f"{p}e", seq, f"{p}t", step_status="failed", step_output=None, step_error=error,
@@ -111,14 +112,14 @@ def failed(backend: Backend, p: str) -> Commit:
     )  # fmt: skip
 
 
-def no_step(backend: Backend, p: str) -> Commit:
-    seq = leased_start(backend, f"{p}e", f"{p}t")
+def no_step(store: SqlStore, p: str) -> Commit:
+    seq = leased_start(store, f"{p}e", f"{p}t")
     return final(f"{p}e", seq, f"{p}t", step_idx=None, step_name=None, step_status=None)
 
 
-def child(backend: Backend, p: str) -> Commit:
+def child(store: SqlStore, p: str) -> Commit:
     """A parent parked on its child (until far away): the child's outcome wakes it."""
-    parent_seq = leased_start(backend, f"{p}parent", f"{p}pt")
+    parent_seq = leased_start(store, f"{p}parent", f"{p}pt")
     park = Commit(
         execution_id=f"{p}parent", lease_seq=parent_seq, lease_token=f"{p}pt", worker_id=WORKER,
         commit_id=f"{p}park", step_idx=0, step_name="wf", step_kind="child",
@@ -126,18 +127,18 @@ def child(backend: Backend, p: str) -> Commit:
         status=Status.RUNNING, next_event=RUN_TEXT, park_until=NOW + 3600,
         wake_child=f"{p}parent/0",
     )  # fmt: skip
-    assert commit(backend, park).applied
-    seq = leased_start(backend, f"{p}parent/0", f"{p}t", parent_id=f"{p}parent")
+    assert commit(store, park).applied
+    seq = leased_start(store, f"{p}parent/0", f"{p}t", parent_id=f"{p}parent")
     return final(f"{p}parent/0", seq, f"{p}t")
 
 
-def limited(backend: Backend, p: str) -> Commit:
+def limited(store: SqlStore, p: str) -> Commit:
     """The one slot of a limit, and a waiter for it: the outcome frees the slot."""
     limit = (f"{p}key", 1)
-    backend.run(backend.store.start(f"{p}e", "wf", {"n": 1}, 0, RUN, limit=limit))
+    store.run(store.flows.start(f"{p}e", "wf", {"n": 1}, 0, RUN, limit=limit))
     # Leased as a claim leases it (the claim itself would take any claimable event).
     execute(
-        backend.database,
+        store.database,
         Statement(
             "test.lease",
             "UPDATE messages SET locked_by = :t, lock_expiry = :x, attempts = 1"
@@ -150,22 +151,22 @@ def limited(backend: Backend, p: str) -> Commit:
             {"id": f"{p}e"},
         ),
     )
-    backend.run(backend.store.start(f"{p}w", "wf", {"n": 2}, 0, RUN, limit=limit))
-    (waiter,) = rows(backend.database, "SELECT admitted FROM executions WHERE id = ?", f"{p}w")
+    store.run(store.flows.start(f"{p}w", "wf", {"n": 2}, 0, RUN, limit=limit))
+    (waiter,) = rows(store.database, "SELECT admitted FROM executions WHERE id = ?", f"{p}w")
     assert waiter["admitted"] == 0
-    (seq,) = rows(backend.database, "SELECT seq FROM messages WHERE group_id = ?", f"{p}e")
+    (seq,) = rows(store.database, "SELECT seq FROM messages WHERE group_id = ?", f"{p}e")
     return final(f"{p}e", seq["seq"], f"{p}t")
 
 
-def cancel_pending(backend: Backend, p: str) -> Commit:
-    seq = leased_start(backend, f"{p}e", f"{p}t")
-    assert backend.run(backend.store.cancel(f"{p}e", "stop")) is Status.RUNNING
+def cancel_pending(store: SqlStore, p: str) -> Commit:
+    seq = leased_start(store, f"{p}e", f"{p}t")
+    assert store.run(store.flows.cancel(f"{p}e", "stop")) is Status.RUNNING
     return final(f"{p}e", seq, f"{p}t")
 
 
-def retried(backend: Backend, p: str) -> Commit:
+def retried(store: SqlStore, p: str) -> Commit:
     """A step recorded as retrying (its first attempt failed) completes with the outcome."""
-    seq = leased_start(backend, f"{p}e", f"{p}t")
+    seq = leased_start(store, f"{p}e", f"{p}t")
     attempt = '{"attempt":1,"type":"E","message":"m","started_at":1,"ended_at":2}'
     retrying = Commit(
         execution_id=f"{p}e", lease_seq=seq, lease_token=f"{p}t", worker_id=WORKER,
@@ -174,7 +175,7 @@ def retried(backend: Backend, p: str) -> Commit:
         step_wake_at=NOW - 1, step_attempt=attempt, status=Status.RUNNING,
         next_event=RUN_TEXT, next_token=f"{p}t",
     )  # fmt: skip
-    outcome = commit(backend, retrying)
+    outcome = commit(store, retrying)
     assert outcome.applied and outcome.next_seq is not None
     return final(f"{p}e", outcome.next_seq, f"{p}t", step_attempts=2)
 
@@ -182,7 +183,7 @@ def retried(backend: Backend, p: str) -> Commit:
 SCENARIOS = [lone, failed, no_step, child, limited, cancel_pending, retried]
 
 
-def snapshot(backend: Backend, p: str) -> dict[str, list[dict[str, Any]]]:
+def snapshot(store: SqlStore, p: str) -> dict[str, list[dict[str, Any]]]:
     """Every row of prefix ``p``'s executions, the prefix replaced (message seqs left out)."""
     like = f"{p}%"
     queries = {
@@ -191,7 +192,7 @@ def snapshot(backend: Backend, p: str) -> dict[str, list[dict[str, Any]]]:
         "messages": "SELECT * FROM messages WHERE group_id LIKE ? ORDER BY seq",
         "groups": "SELECT * FROM groups WHERE group_id LIKE ? ORDER BY group_id",
     }
-    tables = {table: rows(backend.database, sql, like) for table, sql in queries.items()}
+    tables = {table: rows(store.database, sql, like) for table, sql in queries.items()}
     for row in tables["messages"]:
         del row["seq"]
     for row in tables["executions"]:
@@ -213,17 +214,17 @@ LINKED = (child, limited)
 @pytest.mark.parametrize("unlinked", [False, True], ids=["update", "unlinked"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_lean_final_writes_what_the_full_commit_writes(
-    backend: Backend, scenario: Scenario, unlinked: bool
+    store: SqlStore, scenario: Scenario, unlinked: bool
 ) -> None:
     run = uuid.uuid4().hex[:6]
     lean_prefix, full_prefix = f"{run}-lean-", f"{run}-full-"
-    before = {p: snapshot(backend, p) for p in (lean_prefix, full_prefix)}
-    lean = replace(scenario(backend, lean_prefix), unlinked=unlinked)
-    full = replace(scenario(backend, full_prefix), full=True)
+    before = {p: snapshot(store, p) for p in (lean_prefix, full_prefix)}
+    lean = replace(scenario(store, lean_prefix), unlinked=unlinked)
+    full = replace(scenario(store, full_prefix), full=True)
     assert before[lean_prefix] == before[full_prefix] == {t: [] for t in before[lean_prefix]}
     assert lean.lean_final and not full.lean_final
     sent: list[Request] = []
-    assert commit(backend, lean, sent) == CommitOutcome(True)
+    assert commit(store, lean, sent) == CommitOutcome(True)
     first = "store.lean_final_unlinked" if unlinked else "store.lean_final"
     assert names(sent[:1]) == [first, "store.lean_final_step", "store.lean_final_ack"]
     assert sent[0].transaction  # one request, one transaction, one Raft entry
@@ -234,9 +235,9 @@ def test_lean_final_writes_what_the_full_commit_writes(
     else:
         assert len(sent) == 1
     sent = []
-    assert commit(backend, full, sent).applied
+    assert commit(store, full, sent).applied
     assert names(sent) == ["store.commit", "store.commit_outcome"]
-    lean_rows, full_rows = snapshot(backend, lean_prefix), snapshot(backend, full_prefix)
+    lean_rows, full_rows = snapshot(store, lean_prefix), snapshot(store, full_prefix)
     assert lean_rows == full_rows
     committed = lean.execution_id.replace(lean_prefix, "P:")
     (execution,) = [e for e in lean_rows["executions"] if e["id"] == committed]
@@ -255,51 +256,51 @@ def test_lean_final_writes_what_the_full_commit_writes(
         assert execution["cancel_reason"] == "stop" and execution["status"] == "succeeded"
 
 
-def test_a_stale_lease_lean_final_writes_nothing(backend: Backend) -> None:
+def test_a_stale_lease_lean_final_writes_nothing(store: SqlStore) -> None:
     p = uuid.uuid4().hex[:6] + "-"
-    stale = lone(backend, p)
+    stale = lone(store, p)
     # The lease lapsed and another worker took the event over.
     execute(
-        backend.database,
+        store.database,
         Statement(
             "test.takeover",
             "UPDATE messages SET locked_by = 'other', lock_expiry = :x WHERE seq = :seq",
             {"x": NOW + 30, "seq": stale.lease_seq},
         ),
     )
-    before = snapshot(backend, p)
+    before = snapshot(store, p)
     sent: list[Request] = []
-    outcome = commit(backend, stale, sent)
+    outcome = commit(store, stale, sent)
     assert outcome == CommitOutcome(False, error="lease lost")
     assert names(sent)[:3] == ["store.lean_final", "store.lean_final_step", "store.lean_final_ack"]
     assert "store.commit" not in names(sent)  # no full commit tried after it
-    assert snapshot(backend, p) == before
+    assert snapshot(store, p) == before
     assert before["executions"][0]["status"] == "running" and before["steps"] == []
 
 
-def test_an_applied_lean_final_sent_again_reads_as_applied(backend: Backend) -> None:
+def test_an_applied_lean_final_sent_again_reads_as_applied(store: SqlStore) -> None:
     """An ambiguous retry: the first attempt applied (the event is gone); the second is
     fenced, and the execution's commit id says it was this commit."""
     p = uuid.uuid4().hex[:6] + "-"
-    once = lone(backend, p)
-    assert commit(backend, once) == CommitOutcome(True)
-    after = snapshot(backend, p)
-    assert commit(backend, once) == CommitOutcome(True)
-    assert snapshot(backend, p) == after
+    once = lone(store, p)
+    assert commit(store, once) == CommitOutcome(True)
+    after = snapshot(store, p)
+    assert commit(store, once) == CommitOutcome(True)
+    assert snapshot(store, p) == after
 
 
-def test_several_lean_finals_in_one_batch(backend: Backend) -> None:
+def test_several_lean_finals_in_one_batch(store: SqlStore) -> None:
     p = uuid.uuid4().hex[:6] + "-"
-    good = [lone(backend, f"{p}{i}-") for i in range(3)]
-    stale = replace(lone(backend, f"{p}s-"), lease_token="not-the-lease")
+    good = [lone(store, f"{p}{i}-") for i in range(3)]
+    stale = replace(lone(store, f"{p}s-"), lease_token="not-the-lease")
     sent: list[Request] = []
-    outcomes = backend.run(recorded(backend.flows.commit([*good, stale], 30.0), sent))
+    outcomes = store.run(recorded(store.commits.commit([*good, stale], 30.0), sent))
     assert outcomes == [CommitOutcome(True)] * 3 + [CommitOutcome(False, error="lease lost")]
     assert len(sent) == 2  # the batch, then the strong read of the one it did not decide
     for i in range(3):
-        (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}{i}-e")
+        (row,) = rows(store.database, "SELECT status FROM executions WHERE id = ?", f"{p}{i}-e")
         assert row["status"] == "succeeded"
-    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}s-e")
+    (row,) = rows(store.database, "SELECT status FROM executions WHERE id = ?", f"{p}s-e")
     assert row["status"] == "running"
 
 
@@ -317,9 +318,9 @@ def engine(url: str | list[str]) -> Iterator[Engine]:
 def final_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """(execution id, first statement) of every commit request that carried an outcome."""
     seen: list[tuple[str, str]] = []
-    original = EngineFlows.commit
+    original = CommitFlows.commit
 
-    def spied(self: EngineFlows, commits: Any, visibility: float) -> Flow[Any]:
+    def spied(self: CommitFlows, commits: Any, visibility: float) -> Flow[Any]:
         sent: list[Request] = []
         outcomes = yield from recorded(original(self, commits, visibility), sent)
         for c in commits:
@@ -337,7 +338,7 @@ def final_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
                 )
         return outcomes
 
-    monkeypatch.setattr(EngineFlows, "commit", spied)
+    monkeypatch.setattr(CommitFlows, "commit", spied)
     return seen
 
 
@@ -404,12 +405,12 @@ def test_what_the_lean_final_commit_leaves_to_the_full_one(shape: dict[str, Any]
     assert not replace(final("e", 1, "t"), **shape).lean_final
 
 
-def test_a_batch_that_fails_is_sent_again_with_its_finals_full(backend: Backend) -> None:
+def test_a_batch_that_fails_is_sent_again_with_its_finals_full(store: SqlStore) -> None:
     """A statement error rolls the transactional batch back as a whole: sent again, its
     final commits full, only the culprit fails."""
     p = uuid.uuid4().hex[:6] + "-"
-    good = lone(backend, f"{p}g-")
-    seq = leased_start(backend, f"{p}b-e", f"{p}b-t")
+    good = lone(store, f"{p}g-")
+    seq = leased_start(store, f"{p}b-e", f"{p}b-t")
     # A record without a name: the steps table refuses it (NOT NULL).
     bad = Commit(
         execution_id=f"{p}b-e", lease_seq=seq, lease_token=f"{p}b-t", worker_id=WORKER,
@@ -417,31 +418,31 @@ def test_a_batch_that_fails_is_sent_again_with_its_finals_full(backend: Backend)
         status=Status.RUNNING, next_event=RUN_TEXT, full=True,
     )  # fmt: skip
     sent: list[Request] = []
-    outcomes = backend.run(recorded(backend.flows.commit([good, bad], 30.0), sent))
+    outcomes = store.run(recorded(store.commits.commit([good, bad], 30.0), sent))
     assert outcomes[0] == CommitOutcome(True)
     assert not outcomes[1].applied and outcomes[1].error and "NOT NULL" in outcomes[1].error
     assert sent[0].transaction and names(sent)[0] == "store.lean_final"
     again = names(sent[1:])  # the batch again, then one by one: all of it full commits
     assert "store.commit" in again and not [n for n in again if "lean_final" in n]
-    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}g-e")
+    (row,) = rows(store.database, "SELECT status FROM executions WHERE id = ?", f"{p}g-e")
     assert row["status"] == "succeeded"
-    (row,) = rows(backend.database, "SELECT status FROM executions WHERE id = ?", f"{p}b-e")
+    (row,) = rows(store.database, "SELECT status FROM executions WHERE id = ?", f"{p}b-e")
     assert row["status"] == "running"
 
 
 def test_the_unlinked_form_knows_every_column_and_trigger_of_executions(
-    backend: Backend,
+    store: SqlStore,
 ) -> None:
     """``lean_final_unlinked`` and ``mark_claimed_running`` rewrite the whole row and skip
     the status triggers: a migration that adds a column or a trigger to ``executions``
     must be reflected there (this fails until it is)."""
-    table = [row["name"] for row in rows(backend.database, "PRAGMA table_info(executions)")]
+    table = [row["name"] for row in rows(store.database, "PRAGMA table_info(executions)")]
     for name in ("lean_final_unlinked", "mark_claimed_running"):
         sql = STORE(name, {}).sql
         listed = sql[sql.index("(") + 1 : sql.index(")")].replace("\n", " ")
         assert [column.strip() for column in listed.split(",")] == ["rowid", *table]
     triggers = rows(
-        backend.database,
+        store.database,
         "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'executions'"
         " ORDER BY name",
     )

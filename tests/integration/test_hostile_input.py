@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from raftflow.stores.contract import Status
+from raftflow.stores.records import Status
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.rqlite import RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster

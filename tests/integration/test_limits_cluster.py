@@ -51,7 +51,7 @@ def weak_rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
         response = yield Request((Statement("test.read", sql, params),), level="weak")
         return response.raise_for_errors()[0].dicts()
 
-    return engine.backend.run(flow())
+    return engine.store.run(flow())
 
 
 class LeaseSampler:

@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine.backend import Backend
 from raftflow.engine.workflow.events import RUN
-from raftflow.stores.contract import StartOutcome
 from raftflow.stores.flows import QUERIES, start_params
+from raftflow.stores.records import StartOutcome
+from raftflow.stores.store import SqlStore
 from raftflow.transports.db.clock import LocalClock
 from raftflow.transports.db.database import open_database
 from raftflow.transports.db.flow import Flow, Request, Response
 from raftflow.transports.payload import to_json
 from raftflow.transports.rqlite.local import LocalCluster
+from raftflow.transports.transport import SqlTransport
 
 from tests.support import clear_tables, execute, recorded, rows
 
@@ -34,30 +35,30 @@ NOW = 1_900_000_000.0
 
 
 @pytest.fixture(params=["rqlite", "sqlite"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
     if request.param == "rqlite":
         cluster: LocalCluster = request.getfixturevalue("rqlite_cluster")
         clear_tables(cluster.url)
         url: str | list[str] = cluster.urls
     else:
         url = f"sqlite:///{tmp_path / 'starts.db'}"
-    backend = Backend(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
-    backend.prepare(auto_migrate=True)
-    yield backend
-    backend.close()
+    store = SqlStore(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
+    store.create_schema(auto_migrate=True)
+    yield store
+    store.close()
 
 
-def start(backend: Backend, eid: str, sent: list[Request], **options: Any) -> StartOutcome:
-    flow = backend.store.start(eid, "wf", {"n": 1}, 2, RUN, visibility=30.0, **options)
-    return backend.run(recorded(flow, sent))
+def start(store: SqlStore, eid: str, sent: list[Request], **options: Any) -> StartOutcome:
+    flow = store.flows.start(eid, "wf", {"n": 1}, 2, RUN, visibility=30.0, **options)
+    return store.run(recorded(flow, sent))
 
 
-def snapshot(backend: Backend, eid: str) -> dict[str, list[dict[str, Any]]]:
+def snapshot(store: SqlStore, eid: str) -> dict[str, list[dict[str, Any]]]:
     """The execution's rows, its id and the start's own random values left out."""
     found = {
-        "executions": rows(backend.database, "SELECT * FROM executions WHERE id = ?", eid),
-        "messages": rows(backend.database, "SELECT * FROM messages WHERE group_id = ?", eid),
-        "groups": rows(backend.database, "SELECT * FROM groups WHERE group_id = ?", eid),
+        "executions": rows(store.database, "SELECT * FROM executions WHERE id = ?", eid),
+        "messages": rows(store.database, "SELECT * FROM messages WHERE group_id = ?", eid),
+        "groups": rows(store.database, "SELECT * FROM groups WHERE group_id = ?", eid),
     }
     for table in found.values():
         for row in table:
@@ -73,12 +74,12 @@ def snapshot(backend: Backend, eid: str) -> dict[str, list[dict[str, Any]]]:
     ids=["plain", "deadline", "child", "traced"],
 )
 def test_a_direct_start_writes_what_the_start_view_writes(
-    backend: Backend, options: dict[str, Any], leased: bool
+    store: SqlStore, options: dict[str, Any], leased: bool
 ) -> None:
     fast, viewed = f"{uuid.uuid4().hex}-fast", f"{uuid.uuid4().hex}-view"
     sent: list[Request] = []
     token = "token-fast" if leased else None
-    outcome = start(backend, fast, sent, lease_token=token, **options)
+    outcome = start(store, fast, sent, lease_token=token, **options)
     assert [s.name for r in sent for s in r.statements] == [
         "store.start_direct",
         "store.start_direct_event",
@@ -101,8 +102,8 @@ def test_a_direct_start_writes_what_the_start_view_writes(
                 {"id": viewed, "commit_id": params["commit_id"], **options},
             )
         )
-    execute(backend.database, *statements)
-    fast_rows, view_rows = snapshot(backend, fast), snapshot(backend, viewed)
+    execute(store.database, *statements)
+    fast_rows, view_rows = snapshot(store, fast), snapshot(store, viewed)
     for table in (fast_rows, view_rows):
         (message,) = table["messages"]
         message.pop("locked_by")  # the two tokens
@@ -110,8 +111,8 @@ def test_a_direct_start_writes_what_the_start_view_writes(
     assert fast_rows["executions"][0]["status"] == ("running" if leased else "pending")
     # What the start returned without reading is the execution as stored.
     assert outcome.created
-    assert outcome.record == backend.run(backend.store.get(fast))
-    (message,) = rows(backend.database, "SELECT * FROM messages WHERE group_id = ?", fast)
+    assert outcome.record == store.run(store.flows.get(fast))
+    (message,) = rows(store.database, "SELECT * FROM messages WHERE group_id = ?", fast)
     assert message["locked_by"] == token
     if leased:
         assert outcome.lease_seq == message["seq"]
@@ -120,33 +121,33 @@ def test_a_direct_start_writes_what_the_start_view_writes(
         assert outcome.lease_seq is None and outcome.lease_expiry is None
 
 
-def test_an_existing_id_is_not_started_again(backend: Backend) -> None:
+def test_an_existing_id_is_not_started_again(store: SqlStore) -> None:
     eid = uuid.uuid4().hex
-    first = start(backend, eid, [])  # not leased: pending
-    before = snapshot(backend, eid)
+    first = start(store, eid, [])  # not leased: pending
+    before = snapshot(store, eid)
     sent: list[Request] = []
-    again = start(backend, eid, sent, lease_token="token")
+    again = start(store, eid, sent, lease_token="token")
     assert not again.created and again.lease_seq is None and again.lease_expiry is None
-    assert again.record == first.record == backend.run(backend.store.get(eid))
-    assert snapshot(backend, eid) == before
+    assert again.record == first.record == store.run(store.flows.get(eid))
+    assert snapshot(store, eid) == before
     assert len(sent) == 2 and sent[1].level == "strong"  # the statements, then the read
 
 
-def test_the_same_request_sent_again_is_still_this_start(backend: Backend) -> None:
+def test_the_same_request_sent_again_is_still_this_start(store: SqlStore) -> None:
     """A retry of an applied attempt (its answer lost): the execution is there with this
     start's commit id, so it is read back as created, its event leased to the token."""
     eid = uuid.uuid4().hex
     sent: list[Request] = []
-    flow = backend.store.start(eid, "wf", {"n": 1}, 2, RUN, lease_token="token")
-    outcome = backend.run(recorded(_answer_lost(flow), sent))
+    flow = store.flows.start(eid, "wf", {"n": 1}, 2, RUN, lease_token="token")
+    outcome = store.run(recorded(_answer_lost(flow), sent))
     assert [s.name for s in sent[0].statements] == [s.name for s in sent[1].statements]
     assert sent[0] is sent[1]  # the same request, twice
     assert len(sent) == 3 and sent[2].level == "strong"  # then the read
     assert outcome.created
-    (message,) = rows(backend.database, "SELECT * FROM messages WHERE group_id = ?", eid)
+    (message,) = rows(store.database, "SELECT * FROM messages WHERE group_id = ?", eid)
     assert outcome.lease_seq == message["seq"] and message["locked_by"] == "token"
     assert outcome.lease_expiry == message["lock_expiry"]
-    assert outcome.record == backend.run(backend.store.get(eid))
+    assert outcome.record == store.run(store.flows.get(eid))
 
 
 def _answer_lost(flow: Flow[StartOutcome]) -> Flow[StartOutcome]:
@@ -162,16 +163,16 @@ def _answer_lost(flow: Flow[StartOutcome]) -> Flow[StartOutcome]:
         response = yield request
 
 
-def test_a_claim_marks_the_execution_running_and_changes_nothing_else(backend: Backend) -> None:
+def test_a_claim_marks_the_execution_running_and_changes_nothing_else(store: SqlStore) -> None:
     """``mark_claimed_running`` writes the row as a REPLACE of itself: the same rowid (the
     FIFO order of a limit's waiters) and every other column as it was."""
     eid = uuid.uuid4().hex
-    start(backend, eid, [], timeout=60.0, parent_id="the-parent", trace_context='{"t":1}')
+    start(store, eid, [], timeout=60.0, parent_id="the-parent", trace_context='{"t":1}')
     read = "SELECT rowid AS position, * FROM executions WHERE id = ?"
-    (before,) = rows(backend.database, read, eid)
+    (before,) = rows(store.database, read, eid)
     assert before["status"] == "pending"
-    (claimed,) = backend.run(backend.flows.claim("claimer", 30.0, 1, 0))
+    (claimed,) = store.claim(SqlTransport(store.database), "claimer", 30.0)
     assert claimed.lease.group_id == eid and claimed.execution is not None
     assert claimed.execution.status.value == "running"
-    (after,) = rows(backend.database, read, eid)
+    (after,) = rows(store.database, read, eid)
     assert after == {**before, "status": "running", "updated_at": NOW}

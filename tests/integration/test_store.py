@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from raftflow.stores.contract import Status
+from raftflow.stores.records import Status
 from raftflow.stores.rqlite import AsyncRqliteStore, RqliteStore
 from raftflow.transports.rqlite.local import LocalCluster
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raftflow.engine.backend import Commit, Write
 from raftflow.engine.workflow.events import RUN, RUN_TEXT
 from raftflow.engine.workflow.transaction import compile_statement
+from raftflow.stores.claim import claim_runs
+from raftflow.stores.commit import Commit, Write
 from raftflow.transports.db.flow import Flow
 from raftflow.transports.rqlite.local import LocalCluster
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
@@ -53,7 +54,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     from tests.support import execute
 
     execute(
-        engine.backend.database,
+        engine.store.database,
         compile_statement(accounts.delete(), read=False),
         compile_statement(debits.delete(), read=False),
     )
@@ -69,16 +70,16 @@ def mode(request: pytest.FixtureRequest) -> str:
 def _write(engine: Engine, statement: Any) -> None:
     from tests.support import execute
 
-    execute(engine.backend.database, compile_statement(statement, read=False))
+    execute(engine.store.database, compile_statement(statement, read=False))
 
 
 def _balance(engine: Engine, account: str) -> int:
-    (row,) = rows(engine.backend.database, "SELECT balance FROM tx_accounts WHERE id = ?", account)
+    (row,) = rows(engine.store.database, "SELECT balance FROM tx_accounts WHERE id = ?", account)
     return int(row["balance"])
 
 
 def _debits(engine: Engine) -> set[str]:
-    return {r["payment"] for r in rows(engine.backend.database, "SELECT payment FROM tx_debits")}
+    return {r["payment"] for r in rows(engine.store.database, "SELECT payment FROM tx_debits")}
 
 
 def _workflow(engine: Engine, mode: str) -> Any:
@@ -165,20 +166,20 @@ def _idle() -> None:
 
 def _claim(engine: Engine, loop_thread: LoopThread, mode: str) -> Any:
     handle = engine.start(engine.workflow(_idle), execution_id=f"tx-{uuid.uuid4().hex[:8]}")
-    flows = engine.backend.flows
-    (claimed,) = _run(engine, loop_thread, mode, flows.claim("w1", 30.0, 1, 0))
+    queue = engine.transport.flows
+    (claimed,) = _run(engine, loop_thread, mode, claim_runs(queue, "w1", 30.0, 1, 0))
     assert claimed.lease.group_id == handle.id
     return claimed.lease
 
 
 def _run(engine: Engine, loop_thread: LoopThread, mode: str, flow: Flow[Any]) -> Any:
     if mode == "sync":
-        return engine.backend.run(flow)
-    backend = engine.backend.to_async()
+        return engine.store.run(flow)
+    store = engine.store.to_async()  # a connection of its own
     try:
-        return loop_thread.run(backend.run(flow))
+        return loop_thread.run(store.run(flow))
     finally:
-        loop_thread.run(backend.close())
+        loop_thread.run(store.close())
 
 
 def _commit(lease: Any, payment: str, token: str | None = None) -> Commit:
@@ -210,7 +211,7 @@ def test_a_stale_lease_cannot_apply_its_writes(
     _write(engine, insert(accounts).values(id="a", balance=5))
     lease = _claim(engine, loop_thread, mode)
     stale = _commit(lease, "p-stale", token="someone-else")
-    (outcome,) = _run(engine, loop_thread, mode, engine.backend.flows.commit([stale], 30.0))
+    (outcome,) = _run(engine, loop_thread, mode, engine.store.commits.commit([stale], 30.0))
     assert not outcome.applied and outcome.error == "lease lost" and outcome.aborted is None
     assert _balance(engine, "a") == 5 and _debits(engine) == set()
     assert engine.store.steps(lease.group_id) == []
@@ -224,7 +225,7 @@ def test_the_same_commit_sent_twice_applies_once(
     commit = _commit(lease, "p1")
     assert commit.lean
     for _ in range(2):  # the second is what an ambiguous retry sends
-        (outcome,) = _run(engine, loop_thread, mode, engine.backend.flows.commit([commit], 30.0))
+        (outcome,) = _run(engine, loop_thread, mode, engine.store.commits.commit([commit], 30.0))
         assert outcome.applied, outcome
     assert _balance(engine, "a") == 4 and _debits(engine) == {"p1"}
     (step,) = engine.store.steps(lease.group_id)
@@ -238,7 +239,7 @@ def test_a_shared_batch_aborts_only_the_step_whose_guard_failed(
     first = _claim(engine, loop_thread, mode)
     second = _claim(engine, loop_thread, mode)
     commits = [_commit(first, "p1"), _commit(second, "p2")]  # one unit of balance for two
-    flow = engine.backend.flows.commit(commits, 30.0)
+    flow = engine.store.commits.commit(commits, 30.0)
     one, two = _run(engine, loop_thread, mode, flow)
     assert one.applied and not two.applied
     assert two.aborted is not None and "expect_rows=1" in two.aborted
@@ -254,7 +255,7 @@ def test_a_lean_commit_while_a_cancel_waits_applies_whole_or_not_at_all(
     lease = _claim(engine, loop_thread, mode)
     engine.store.database.run(engine.store.flows.cancel(lease.group_id, "by a test"))
     (outcome,) = _run(
-        engine, loop_thread, mode, engine.backend.flows.commit([_commit(lease, "p1")], 30.0)
+        engine, loop_thread, mode, engine.store.commits.commit([_commit(lease, "p1")], 30.0)
     )
     steps = engine.store.steps(lease.group_id)
     if outcome.applied:

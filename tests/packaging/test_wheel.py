@@ -91,11 +91,11 @@ def test_the_wheel_holds_one_top_level_package_and_the_sql(dist: Path) -> None:
         "raftflow/stores/store.sql",
         "raftflow/stores/ops.sql",
         "raftflow/stores/schedules.sql",
-        "raftflow/transports/migrations/0008_schedules_and_retention.sql",
-        "raftflow/transports/migrations/0004_operations.sql",
-        "raftflow/engine/ui/templates/execution.html",
-        "raftflow/engine/ui/static/style.css",
-        "raftflow/engine/ui/static/live.js",
+        "raftflow/transports/db/migrations/0008_schedules_and_retention.sql",
+        "raftflow/transports/db/migrations/0004_operations.sql",
+        "raftflow/engine/ops/ui/templates/execution.html",
+        "raftflow/engine/ops/ui/static/style.css",
+        "raftflow/engine/ops/ui/static/live.js",
         "raftflow/py.typed",
     ):
         assert path in names, path

@@ -32,9 +32,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from raftflow.engine.backend import Commit, CommitOutcome
 from raftflow.engine.workflow import activation as activation_module
 from raftflow.stores import flows as store_flows
+from raftflow.stores.commit import Commit, CommitOutcome
 
 
 @dataclass(frozen=True)
@@ -79,16 +79,16 @@ class NoFinalFence(Mutation):
 class StaleNotFound(Mutation):
     @contextlib.contextmanager
     def patch(self) -> Iterator[None]:  # type: ignore[override]
-        original = store_flows._read
+        original = store_flows.read
 
         def believe_weak(statement: Any, *, strong_if_empty: bool = False) -> Any:
             return original(statement, strong_if_empty=False)
 
-        store_flows._read = believe_weak  # type: ignore[assignment]
+        store_flows.read = believe_weak  # type: ignore[assignment]
         try:
             yield
         finally:
-            store_flows._read = original  # type: ignore[assignment]
+            store_flows.read = original  # type: ignore[assignment]
 
 
 class HeartbeatRace(Mutation):

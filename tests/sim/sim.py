@@ -22,16 +22,17 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raftflow.engine.backend import Backend
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.worker import Worker, WorkerOptions
 from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.transaction import create_tables_request
+from raftflow.stores.store import SqlStore
 from raftflow.transports.db.clock import ClusterClock
 from raftflow.transports.db.database import Database
 from raftflow.transports.db.flow import Flow
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
+from raftflow.transports.transport import SqlTransport
 
 from raftflow.errors import ExecutionFinishedError, StoreError
 from tests.sim import workload
@@ -154,10 +155,11 @@ def make_plan(rng: random.Random, size: int) -> Plan:
 
 
 class _WorkerEngine:
-    """What a :class:`Worker` needs of its Engine: the shared registry, and a backend of its
-    own (each simulated process has its own connection and cluster clock)."""
+    """What a :class:`Worker` needs of its Engine: the shared registry, and a transport and
+    a store of its own on one connection (each simulated process has its own connection
+    and cluster clock)."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, database: Database) -> None:
         self.registry = workload.engine.registry
         self.hooks = workload.engine.hooks
         self.max_payload_bytes = workload.engine.max_payload_bytes
@@ -165,7 +167,8 @@ class _WorkerEngine:
         self.retention = None  # the simulated workload keeps its executions
         self.schedules = workload.engine.schedules
         self.local = LocalWorkers()
-        self.backend = backend
+        self.transport = SqlTransport(database)
+        self.store = SqlStore(database)
 
 
 @dataclass
@@ -244,10 +247,10 @@ class Simulation:
         activation's token in the database)."""
         who = PROCESS.get()
         worker = self.workers.get(who)
-        session = worker._session if worker is not None else None
-        if session is None:
+        run = worker._run if worker is not None else None
+        if run is None:
             return
-        for activation in session.activations:
+        for activation in run.dispatch.activations:
             if activation.execution_id != execution_id or activation.held:
                 continue  # not the one just dropped (held is cleared right before the log)
             rows = self.cluster.query(
@@ -322,7 +325,7 @@ class Simulation:
         finally:
             sys.unraisablehook = _quiet_unraisable(hook)
 
-    def _backend(self, who: str, index: int) -> Backend:
+    def _database(self, who: str, index: int) -> Database:
         config = RqliteConfig(nodes=NODES, timeout=1.0, retry_timeout=3.0)
         skew = self.plan.clock_skews[index]
         jumps = [(when, by) for when, i, by in self.plan.clock_jumps if i == index]
@@ -333,7 +336,7 @@ class Simulation:
 
         clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
         connection = SimConnection(self.cluster, who, config)
-        return Backend(Database(SyncSimConnection(connection), clock))  # type: ignore[arg-type]
+        return Database(SyncSimConnection(connection), clock)  # type: ignore[arg-type]
 
     def _spawn(self, who: str, coroutine: Any) -> asyncio.Task[Any]:
         context = contextvars.copy_context()
@@ -348,7 +351,7 @@ class Simulation:
         systemd's Restart=on-failure or Kubernetes would)."""
         who = f"w{index}"
         while True:
-            engine = _WorkerEngine(self._backend(who, index))
+            engine = _WorkerEngine(self._database(who, index))
             worker = Worker(engine, self.plan.options[index])  # type: ignore[arg-type]
             self.workers[who] = worker
             self.note(f"{who} started")
@@ -422,8 +425,9 @@ class Simulation:
     # -- the client: starts, signals, cancels, status reads ---------------------------------
 
     async def _client(self) -> None:
-        backend = self._backend("client", len(self.plan.options) - 1).to_async()
-        store = backend.store
+        database = self._database("client", len(self.plan.options) - 1)
+        backend = SqlStore(database).to_async()
+        store = backend.flows
         loop = asyncio.get_running_loop()
         actions: list[tuple[float, int, str, Planned]] = []
         for n, item in enumerate(self.plan.executions):

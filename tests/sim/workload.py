@@ -59,13 +59,13 @@ class RunLog:
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
         run.step = info.name
         worker = sim.workers.get(who)
-        session = worker._session if worker is not None else None
-        if session is not None:  # the activation(s) of this execution running this step here
+        worker_run = worker._run if worker is not None else None
+        if worker_run is not None:  # the activation(s) of this execution running this step here
             # (its position too: a stale run of the execution may be in an earlier step on
             # this same worker, after the worker claimed the execution again -- seed 1757)
             tokens = [
                 a.lease.token
-                for a in session.activations
+                for a in worker_run.dispatch.activations
                 if a.execution_id == info.execution_id
                 and a.in_step
                 and a.next_index == info.index + 1

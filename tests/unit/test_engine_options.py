@@ -81,6 +81,6 @@ def test_connecting_checks_the_schema_in_one_read(tmp_path: object) -> None:
     for round_trips in (2, 1):
         engine = Engine.from_url(f"sqlite:///{tmp_path}/once.db")
         try:
-            assert engine.backend.database.connection.round_trips == round_trips
+            assert engine.store.database.connection.round_trips == round_trips
         finally:
             engine.close()

@@ -30,7 +30,7 @@ class Faults:
     requests a predicate picks."""
 
     def __init__(self, engine: Engine) -> None:
-        self.connection = engine.backend.database.connection
+        self.connection = engine.store.database.connection
         self.send = self.connection.send
         self.rules: list[tuple[Predicate, BaseException, list[int]]] = []
         self.raised = 0
@@ -153,8 +153,8 @@ def test_a_failing_clock_hands_the_execution_back(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     chain, runs = three_step_workflow(engine)
-    backend = engine.backend
-    real = backend.queue.clock
+    commits = engine.store.commits  # the commit flow's clock: its reading starts a commit
+    real = commits.clock
     failures = [1]
 
     class FlakyClock:
@@ -171,10 +171,10 @@ def test_a_failing_clock_hands_the_execution_back(
 
     handle = engine.start(chain, 0)
     caplog.set_level(logging.WARNING, logger="raftflow.worker")
-    backend.queue.clock = FlakyClock()
+    commits.clock = FlakyClock()  # type: ignore[assignment]
     with engine.running_worker(concurrency=1, retry_delay=0.05) as worker:
         assert_succeeded_once(engine, handle, runs)
-    backend.queue.clock = real
+    commits.clock = real
     assert failures == [0]
     assert "its commit failed (ValueError: injected: the clock query" in caplog.text
     assert worker.stats.handed_back == 1
@@ -210,10 +210,10 @@ def test_a_failing_heartbeat_is_logged_and_the_next_beat_renews(
 def test_an_unreadable_claim_gives_its_leases_back_at_once(
     engine: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from raftflow.engine import backend as backend_module
+    from raftflow.stores import claim as claim_module
 
     chain, runs = three_step_workflow(engine)
-    real = backend_module.execution_from_row
+    real = claim_module.execution_from_row
     failures = [1]
 
     def broken(row: dict[str, Any]) -> Any:
@@ -222,7 +222,7 @@ def test_an_unreadable_claim_gives_its_leases_back_at_once(
             raise KeyError("injected: a column the parser expects")
         return real(row)
 
-    monkeypatch.setattr(backend_module, "execution_from_row", broken)
+    monkeypatch.setattr(claim_module, "execution_from_row", broken)
     caplog.set_level(logging.WARNING, logger="raftflow.worker")
     handle = engine.start(chain, 0)
     started = time.monotonic()

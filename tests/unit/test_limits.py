@@ -106,7 +106,7 @@ def limited(engine: Engine, kind: str, tracker: Tracker, **limit: Any) -> Any:
 
 def read(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
     request = Request((Statement("test", sql, params),), level="strong")
-    return engine.backend.run(_single(request))
+    return engine.store.run(_single(request))
 
 
 def _single(request: Request) -> Any:

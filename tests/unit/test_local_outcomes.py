@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from raftflow.engine.runtime.local import KEPT_OUTCOMES, LocalWorkers
-from raftflow.stores.contract import ErrorInfo, Status
+from raftflow.stores.records import ErrorInfo, Status
 
 from raftflow import Engine, WorkflowFailedError
 

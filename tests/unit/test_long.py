@@ -24,7 +24,7 @@ class RowsRead:
     """Counts the step records the worker's claims read, by wrapping the connection."""
 
     def __init__(self, engine: Engine) -> None:
-        connection = engine.backend.database.connection
+        connection = engine.store.database.connection
         send = connection.send
         self.rows = 0
         self.lock = threading.Lock()
@@ -174,9 +174,9 @@ def test_a_stale_continuation_is_never_resumed(tmp_path: Path) -> None:
 
 
 def test_a_long_history_is_read_in_pages(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    from raftflow.engine import backend
+    from raftflow.stores import claim
 
-    monkeypatch.setattr(backend, "HISTORY_PAGE", 7)
+    monkeypatch.setattr(claim, "HISTORY_PAGE", 7)
     chain, runs, bodies = counted_chain(engine)
     reads = RowsRead(engine)
     handle = engine.start(chain, 30)
@@ -260,10 +260,7 @@ def test_a_continuation_displaced_under_its_id_is_woken_to_unwind() -> None:
     runs kept under one id. The one displaced must be woken (it unwinds), not dropped: a
     dropped run's thread waits forever, and a process with one cannot exit (its pool's
     threads are joined at exit: ``raftflow demo`` hung so, once in about 8 runs)."""
-    from collections import OrderedDict
-    from types import SimpleNamespace
-
-    from raftflow.engine.runtime.session import Session
+    from raftflow.engine.runtime.runcache import RunCache
 
     discarded: list[object] = []
 
@@ -273,12 +270,10 @@ def test_a_continuation_displaced_under_its_id_is_woken_to_unwind() -> None:
         def discard(self) -> None:
             discarded.append(self)
 
-    session: Any = SimpleNamespace(
-        continuations=OrderedDict(), options=SimpleNamespace(sticky_cache=8, sticky_cache_mb=None)
-    )
+    cache = RunCache(size=8, limit_mb=None)
     first, second = Run(), Run()
-    Session._keep(session, first)  # type: ignore[arg-type]
-    Session._keep(session, first)  # type: ignore[arg-type]  # the same run again: kept
-    assert discarded == [] and list(session.continuations.values()) == [first]
-    Session._keep(session, second)  # type: ignore[arg-type]
-    assert discarded == [first] and list(session.continuations.values()) == [second]
+    cache.keep(first)  # type: ignore[arg-type]
+    cache.keep(first)  # type: ignore[arg-type]  # the same run again: kept
+    assert discarded == [] and list(cache.runs.values()) == [first]
+    cache.keep(second)  # type: ignore[arg-type]
+    assert discarded == [first] and list(cache.runs.values()) == [second]

@@ -14,6 +14,8 @@ from raftflow.transports.queue import QUERIES as QUEUE
 from raftflow.transports.rqlite.numbered import numbering, positional
 from raftflow.transports.rqlite.protocol import encode
 
+from raftflow import Engine
+
 
 def test_each_name_gets_one_number_in_order_of_first_appearance() -> None:
     sql = "UPDATE t SET a = :a, b = :b WHERE a = :a OR c = :c_2"
@@ -83,13 +85,8 @@ def _catalogue() -> list[Statement]:
 def test_every_step_path_statement_means_the_same_numbered(tmp_path: Path) -> None:
     """SQLite compiles the rewritten statement to the same program as the named one
     (EXPLAIN: it and every trigger program it fires), and binds the same values."""
-    from raftflow.engine.backend import Backend
-    from raftflow.transports.db.database import open_database
-
     path = tmp_path / "numbered.db"
-    backend = Backend(open_database(f"sqlite:///{path}"))
-    backend.prepare(auto_migrate=True)
-    backend.close()
+    Engine.from_url(f"sqlite:///{path}", auto_migrate=True).close()
     db = sqlite3.connect(path)
     checked = 0
     for statement in _catalogue():

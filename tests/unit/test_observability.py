@@ -111,7 +111,7 @@ def test_metrics_count_steps_executions_requests_and_sample_the_queue(engine: En
 
 
 def test_presence_lists_the_worker_then_marks_it_stopped(engine: Engine) -> None:
-    inspector = Inspector(engine.backend.database)
+    inspector = Inspector(engine.store.database)
     with engine.running_worker(concurrency=2, worker_id="w-presence") as worker:
         seen = wait_until(lambda: inspector.workers())
         assert [w.worker_id for w in seen] == ["w-presence"]

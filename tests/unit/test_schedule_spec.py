@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from raftflow.engine.runtime.schedules import Schedule, parse_schedule_event
+from raftflow.engine.workflow.schedule import Schedule, parse_schedule_event
 
 from raftflow import Engine
 from raftflow.errors import ConfigurationError, InvalidArgumentError
@@ -180,14 +180,12 @@ def test_retention_paces_its_batches_to_its_share_of_time() -> None:
         return batches[len(starts) - 1]
 
     options = WorkerOptions(retention_batch=10, retention_share=0.2, retention_pause=0.01)
-    session: Any = SimpleNamespace(
-        backend=SimpleNamespace(run=run, queue=SimpleNamespace(clock=LocalClock())),
-        options=options,
-        tasks={},
-        stopping=asyncio.Event(),
-        worker_id="w",
+    store: Any = SimpleNamespace(run=run, database=SimpleNamespace(clock=LocalClock()))
+    running = [0]
+    worker: Any = SimpleNamespace(
+        options=options, worker_id="w", running=lambda: running[0], draining=lambda: False
     )
-    retention = Retention(session, timedelta(days=1))
+    retention = Retention(worker, store, timedelta(days=1))
     retention.held = True
     asyncio.run(retention.drain())
     assert retention.deleted == 34 and len(starts) == 4  # the short batch is the last
@@ -195,11 +193,11 @@ def test_retention_paces_its_batches_to_its_share_of_time() -> None:
     assert all(gap >= took + took * (1 / 0.2 - 1) - 0.01 for gap in gaps), gaps
 
     async def busy() -> None:
-        session.tasks = {i: None for i in range(options.concurrency // 2 + 1)}
+        running[0] = options.concurrency // 2 + 1
         task = asyncio.create_task(retention.drain())
         await asyncio.sleep(0.2)
         assert starts == []  # no batch while more than half of the slots run
-        session.tasks = {}
+        running[0] = 0
         await asyncio.wait_for(task, 2)
 
     starts.clear()
@@ -221,19 +219,19 @@ def test_a_worker_whose_lease_lapsed_cannot_fire_again(tmp_path: Path) -> None:
     @engine.scheduled("* * * * *")
     def job(at: datetime) -> None: ...
 
-    backend = engine.backend
+    store, transport = engine.store, engine.transport
     flows = ScheduleFlows(clock)
     schedule, definition = engine.schedules["job"], engine.registry.workflows["job"]
-    backend.run(flows.ensure([schedule]))
+    store.run(flows.ensure([schedule]))
     clock.set(T0 + 1)
-    (first,) = backend.run(backend.flows.claim("a", 5.0, 1, 0))
+    (first,) = store.claim(transport, "a", 5.0)
     clock.set(T0 + 10)  # a's lease lapsed; b claims the same message
-    (second,) = backend.run(backend.flows.claim("b", 5.0, 1, 0))
+    (second,) = store.claim(transport, "b", 5.0)
     assert first.lease.seq == second.lease.seq and first.lease.token != second.lease.token
-    outcome = backend.run(flows.fire(second.lease, schedule, definition, T0))
+    outcome = store.run(flows.fire(second.lease, schedule, definition, T0))
     assert outcome.applied and outcome.started == [schedule.execution_id(T0)]
     clock.set(T0 + 61)  # a wakes up after the next time came due
-    late = backend.run(flows.fire(first.lease, schedule, definition, T0))
+    late = store.run(flows.fire(first.lease, schedule, definition, T0))
     assert not late.applied
     assert [r.id for r in engine.list()] == ["job@2026-03-01T12:00:00+00:00"]
     (info,) = engine.list_schedules()

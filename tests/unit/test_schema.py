@@ -187,7 +187,7 @@ def test_sqlite_migrates_an_older_database_on_connect_by_default(tmp_path: Path)
     url = made_before_versions(tmp_path / "old.db")
     engine = Engine.from_url(url)
     try:
-        assert versions(engine.backend.database) == list(range(1, LATEST + 1))
+        assert versions(engine.store.database) == list(range(1, LATEST + 1))
     finally:
         engine.close()
 

@@ -161,9 +161,9 @@ def test_retention_deletes_what_finished_before_the_period_and_nothing_else() ->
         env.advance(10 * 86400)
         flows = RetentionFlows(env.clock)
         keep = 7 * 86400.0
-        assert engine.backend.run(flows.due(keep))
-        assert engine.backend.run(flows.delete_batch(keep, 100)) == 1
-        assert not engine.backend.run(flows.due(keep))
+        assert engine.store.run(flows.due(keep))
+        assert engine.store.run(flows.delete_batch(keep, 100)) == 1
+        assert not engine.store.run(flows.due(keep))
         assert [r.id for r in engine.list()] == [asleep.id]
         assert engine.store.steps(finished.id) == []
         assert env.result(asleep) == "sent: your trial ends, zed"
@@ -172,9 +172,9 @@ def test_retention_deletes_what_finished_before_the_period_and_nothing_else() ->
 def test_workers_make_a_removed_schedule_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Removed while a worker still registers it (or acked by an older worker that took
     it for a deleted execution's event): the worker's check makes it again."""
-    from raftflow.engine.runtime import session
+    from raftflow.engine.runtime import schedules
 
-    monkeypatch.setattr(session, "SCHEDULE_CHECK_INTERVAL", 0.05)
+    monkeypatch.setattr(schedules, "SCHEDULE_CHECK_INTERVAL", 0.05)
     with WorkflowTestEnvironment(other, schedules=True):
         assert [i.workflow for i in other.list_schedules()] == ["half_minutely"]
         assert other.remove_schedule(half_minutely)

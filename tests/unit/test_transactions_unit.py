@@ -153,7 +153,7 @@ def engine() -> Iterator[Engine]:
     engine = Engine.from_url("sqlite://")
     engine.create_tables(metadata)
     engine.create_tables(metadata)  # IF NOT EXISTS: twice is fine
-    engine.backend.database.run(_seed("a", 3))
+    engine.store.database.run(_seed("a", 3))
     yield engine
     engine.close()
 
@@ -171,7 +171,7 @@ def _balance(engine: Engine, account: str = "a") -> Any:
     statement = compile_statement(
         select(accounts.c.balance).where(accounts.c.id == account), read=True
     )
-    response = engine.backend.database.run(single(Request((statement,), level="strong")))
+    response = engine.store.database.run(single(Request((statement,), level="strong")))
     row = response[0].first()
     return None if row is None else row["balance"]
 
@@ -179,7 +179,7 @@ def _balance(engine: Engine, account: str = "a") -> Any:
 def _count(engine: Engine, table: str) -> int:
     from raftflow.transports.db.flow import Request, Statement, single
 
-    response = engine.backend.database.run(
+    response = engine.store.database.run(
         single(Request((Statement("count", f"SELECT COUNT(*) AS n FROM {table}"),)))
     )
     return int(response[0].rows[0][0])
@@ -248,7 +248,7 @@ def test_a_failed_guard_is_retried_then_succeeds(engine: Engine) -> None:
         handle = engine.start(pay, {"payment": "p1", "amount": 5})  # the balance is 3
         wait_until(lambda: any(s.status == "retrying" for s in handle.steps()))
         assert _balance(engine) == 3 and _count(engine, "debits") == 0
-        engine.backend.database.run(_set_balance("a", 10))
+        engine.store.database.run(_set_balance("a", 10))
         assert handle.result(timeout=20) == 5
     assert _balance(engine) == 5
     assert _count(engine, "debits") == 1

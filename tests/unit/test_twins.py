@@ -26,8 +26,9 @@ PAIRS = [
     (Database, AsyncDatabase),
     (RqliteConnection, AsyncRqliteConnection),
 ]
-#: Only the sync side makes its twin; only the sync rqlite side can speak ``requests``.
-SYNC_ONLY = {"to_async", "__enter__", "__exit__"}
+#: Only the sync side makes its twin (on the connection its transport's twin shares);
+#: only the sync rqlite side can speak ``requests``.
+SYNC_ONLY = {"to_async", "share", "__enter__", "__exit__"}
 SYNC_ONLY_PARAMETERS = {"http"}
 
 

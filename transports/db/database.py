@@ -2,8 +2,8 @@
 
 A :class:`Database` is a connection plus the clock that lease deadlines are measured by;
 that pair is all a dialect supplies. Everything above it -- the queue
-(:mod:`raftflow.transports.queue`), the store (:mod:`raftflow.stores.flows`), the engine's
-backend (:mod:`raftflow.engine.backend`) -- is I/O-free flows that a database runs::
+(:mod:`raftflow.transports.queue`), the store (:mod:`raftflow.stores.flows`, its commit
+:mod:`raftflow.stores.commit_flow`) -- is I/O-free flows that a database runs::
 
     http(s)://user:pass@host:4001,host:4003   rqlite   RqliteConnection + ClusterClock
     sqlite:///path.db   sqlite:///:memory:   SqliteConnection + LocalClock
@@ -15,7 +15,7 @@ both agree on time; for SQLite sharing the connection too, which the twin never 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypedDict, TypeVar
 
@@ -115,11 +115,22 @@ def scheme_of(url: str | Sequence[str]) -> str:
     )
 
 
+def check_connect_options(options: Mapping[str, object]) -> None:
+    """Refuse, at once, an option that is not one of :class:`ConnectOptions`."""
+    unknown = sorted(set(options) - set(ConnectOptions.__annotations__))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) {', '.join(unknown)}; the connection options are "
+            f"{', '.join(sorted(ConnectOptions.__annotations__))}"
+        )
+
+
 def open_database(url: str | Sequence[str], **options: Unpack[ConnectOptions]) -> Database:
     """Connect to ``url`` (see the module docstring) with :class:`ConnectOptions`.
 
     For rqlite it waits up to ``connect_timeout`` for a leader with a quorum.
     """
+    check_connect_options(options)
     clock = options.pop("clock", None)
     if scheme_of(url) == "rqlite":
         from raftflow.transports.rqlite.client import connect
@@ -136,6 +147,7 @@ async def aopen_database(
     url: str | Sequence[str], **options: Unpack[ConnectOptions]
 ) -> AsyncDatabase:
     """The async twin of :func:`open_database`."""
+    check_connect_options(options)
     clock = options.pop("clock", None)
     if scheme_of(url) == "rqlite":
         from raftflow.transports.rqlite.client import aconnect

@@ -118,12 +118,12 @@ class DrainProgress(Hooks):
 
     @staticmethod
     def _watch(worker: Worker, bar: Progress) -> None:
-        while not worker._stop_requested.wait(1.0):
-            if worker._session is None:
+        while not worker.stop_requested:
+            if worker.running is None:
                 return
+            time.sleep(1.0)
         started = time.monotonic()
-        while (session := worker._session) is not None:
-            running = len(session.tasks)
+        while (running := worker.running) is not None:
             bar.update(
                 f"draining: {running} execution(s) still running, "
                 f"{time.monotonic() - started:.0f}s (Ctrl-C again exits at once)"

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import click
 from raftflow.engine.app import Engine
-from raftflow.stores.contract import ErrorInfo, ExecutionRecord, StepRecord
+from raftflow.stores.records import ErrorInfo, ExecutionRecord, StepRecord
 
 from raftflow.errors import (
     ConfigurationError,

@@ -29,8 +29,8 @@ from raftflow.engine.ops.cli.common import (
     to_jsonable,
     waiting_connection_options,
 )
-from raftflow.stores.contract import ExecutionRecord, Status
 from raftflow.stores.inspect import Inspector
+from raftflow.stores.records import ExecutionRecord, Status
 
 from raftflow.errors import ExecutionNotFoundError
 
@@ -205,7 +205,7 @@ def get(execution_id: str, conn: Connection, as_json: bool) -> None:
     """
     engine = conn.engine()
     try:
-        detail = Inspector(engine.backend.database).detail(execution_id)
+        detail = Inspector(engine.store.database).detail(execution_id)
     finally:
         engine.close()
     record = detail.execution
@@ -295,7 +295,7 @@ def list_(
     since_ts = parse_since(since)
     engine = conn.engine()
     try:
-        records = Inspector(engine.backend.database).list(
+        records = Inspector(engine.store.database).list(
             status=status, workflow=workflow, since=since_ts, limit=limit
         )
     finally:

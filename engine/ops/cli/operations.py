@@ -30,7 +30,7 @@ def queue(conn: Connection, as_json: bool) -> None:
     """
     engine = conn.engine()
     try:
-        snapshot = Inspector(engine.backend.database).queue()
+        snapshot = Inspector(engine.store.database).queue()
     finally:
         engine.close()
     if as_json:
@@ -118,7 +118,7 @@ def workers(within: float, conn: Connection, as_json: bool) -> None:
     """
     engine = conn.engine()
     try:
-        inspector = Inspector(engine.backend.database)
+        inspector = Inspector(engine.store.database)
         seen = inspector.workers(within)
         now = inspector.now()
     finally:

@@ -30,8 +30,8 @@ from raftflow.engine.ops.ui.auth import (
 )
 from raftflow.engine.ops.ui.timeline import durations, format_age, format_time, timeline
 from raftflow.engine.runtime.schedules import ScheduleFlows
-from raftflow.stores.contract import Status
 from raftflow.stores.inspect import Inspector
+from raftflow.stores.records import Status
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -95,7 +95,7 @@ def number_param(
 
 def create_app(engine: Engine, settings: Settings) -> Starlette:
     """The dashboard's ASGI app on a connected ``engine``."""
-    inspector = Inspector(engine.backend.database)
+    inspector = Inspector(engine.store.database)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     env = templates.env
     env.filters["time"] = format_time
@@ -166,7 +166,7 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
 
     def schedules(request: Request) -> Response:
         count = number_param(request, "next", 3, 1, 20)
-        found = engine.backend.run(ScheduleFlows(engine.backend.queue.clock).list(level="weak"))
+        found = engine.store.run(ScheduleFlows(engine.store.database.clock).list(level="weak"))
         rows = [(info, [zoned(t, info.timezone) for t in info.next_times(count)]) for info in found]
         return page(request, "schedules.html", rows=rows, now=inspector.now(), count=count)
 

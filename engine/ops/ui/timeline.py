@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from raftflow.stores.contract import StepRecord
 from raftflow.stores.inspect import ExecutionDetail
+from raftflow.stores.records import StepRecord
 
 
 def format_time(ts: float | None) -> str:

@@ -1,11 +1,13 @@
-"""The store contract and its records: executions, their status and their step records."""
+"""The store's records: executions, their status, their step records, and what a claim
+reads for a run (its execution, its records, its unread signals, its children)."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+
+from raftflow.transports.contract import Lease
 
 
 class Status(str, enum.Enum):
@@ -125,39 +127,32 @@ class StartOutcome:
     lease_expiry: float | None = None
 
 
-@runtime_checkable
-class Store(Protocol):
-    def create_schema(self) -> None: ...
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """An unread message sent to an execution."""
 
-    def start(
-        self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
-    ) -> StartOutcome: ...
-
-    def get(self, execution_id: str) -> ExecutionRecord | None: ...
-
-    def list(
-        self, *, status: Status | None = None, limit: int = 100
-    ) -> Sequence[ExecutionRecord]: ...
-
-    def steps(self, execution_id: str) -> Sequence[StepRecord]: ...
-
-    def close(self) -> None: ...
+    seq: int
+    topic: str
+    payload: Any
 
 
-@runtime_checkable
-class AsyncStore(Protocol):
-    async def create_schema(self) -> None: ...
+@dataclass(frozen=True, slots=True)
+class ChildState:
+    """A child execution as its parent's claim read it."""
 
-    async def start(
-        self, execution_id: str, workflow: str, input: Any, *, event: Any, priority: int = 0
-    ) -> StartOutcome: ...
+    id: str
+    workflow: str
+    status: Status
+    output: Any
+    error: ErrorInfo | None
 
-    async def get(self, execution_id: str) -> ExecutionRecord | None: ...
 
-    async def list(
-        self, *, status: Status | None = None, limit: int = 100
-    ) -> Sequence[ExecutionRecord]: ...
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One leased event and what its run needs, read in the claim's own transaction."""
 
-    async def steps(self, execution_id: str) -> Sequence[StepRecord]: ...
-
-    async def close(self) -> None: ...
+    lease: Lease
+    execution: ExecutionRecord | None  # None: the execution is gone
+    steps: list[StepRecord]
+    signals: list[Signal] = field(default_factory=list)
+    children: dict[str, ChildState] = field(default_factory=dict)

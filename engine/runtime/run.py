@@ -1,0 +1,305 @@
+"""One run of a worker: the claim loop, its slots, its duties, and the drain.
+
+One asyncio loop does all the I/O: the claim loop, the heartbeat, the committer
+(:mod:`.committer`) and the duties (:mod:`.duties`). Async workflows run as tasks on that
+loop; sync workflows run in a thread pool and hand their commits to the loop. Per step, on
+rqlite, the hot path costs one HTTP request and one Raft entry (the fenced commit that also
+acks and publishes); a claim (one request, which also reads what the runs need) is needed
+only when an execution is picked up, and at most every ``steps_per_turn`` steps while
+other executions wait to be claimed, which keeps service round-robin.
+
+Idle workers poll with a ``weak`` read (no Raft entry), and claim only when it says there
+is work. A failure outside user code (the network, rqlite, the clock, a bug of ours) is
+logged and never becomes an execution's outcome (:mod:`.dispatch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from raftflow.engine.runtime.dispatch import Dispatcher
+from raftflow.engine.runtime.duties import Duty
+from raftflow.engine.runtime.heartbeat import Heartbeat
+from raftflow.engine.runtime.hooks import HookChain
+from raftflow.engine.runtime.host import Definitions, RunHost
+from raftflow.engine.runtime.local import LocalWorkers
+from raftflow.engine.runtime.presence import Presence, PresenceState
+from raftflow.engine.runtime.retention import Retention
+from raftflow.engine.runtime.runcache import RunCache
+from raftflow.engine.runtime.schedules import ScheduleKeeper
+from raftflow.engine.workflow.schedule import Schedule
+from raftflow.stores.records import Claimed
+from raftflow.stores.store import AsyncSqlStore
+from raftflow.transports.transport import AsyncSqlTransport
+
+from raftflow.errors import AuthenticationError, ConfigurationError, ProtocolError
+
+if TYPE_CHECKING:
+    from raftflow.engine.runtime.worker import Worker, WorkerOptions, WorkerStats
+
+log = logging.getLogger("raftflow.worker")
+
+#: Errors a worker does not retry: it stops and raises them.
+FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a worker serves: the engine's definitions, schedules, retention and the
+    bridge to the rest of its process -- given to the run, never reached for."""
+
+    definitions: Definitions
+    schedules: dict[str, Schedule]
+    retention: timedelta | None
+    local: LocalWorkers
+    presence: PresenceState
+
+
+class WorkerRun:
+    """Everything that lives while :meth:`Worker.run
+    <raftflow.engine.runtime.worker.Worker.run>` runs."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        options: WorkerOptions,
+        stats: WorkerStats,
+        hooks: HookChain,
+        served: Served,
+        transport: AsyncSqlTransport,
+        store: AsyncSqlStore,
+    ) -> None:
+        self.worker_id = worker_id
+        self.options = options
+        self.stats = stats
+        self.hooks = hooks
+        self.served = served
+        self.transport = transport
+        self.store = store
+        self.loop = asyncio.get_running_loop()
+        self.stopping = asyncio.Event()
+        self.slot_freed = asyncio.Event()
+        self.tasks: dict[asyncio.Task[None], None] = {}  # one per claimed event in a turn
+        self.runs = RunCache(options.sticky_cache, options.sticky_cache_mb)
+        self.host = RunHost(
+            worker_id=worker_id,
+            options=options,
+            stats=stats,
+            hooks=hooks,
+            definitions=served.definitions,
+            transport=transport,
+            store=store,
+            local=served.local,
+            stopping=self.stopping,
+            running=lambda: len(self.dispatch.activations),
+        )
+        threads = options.concurrency + options.sticky_cache  # a kept sync run keeps its thread
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="raftflow-workflow")
+        self.dispatch = Dispatcher(self.host, options, served.schedules, self.runs, self.pool)
+        self.heartbeat = Heartbeat(
+            worker_id, transport, options.visibility, lambda: self.dispatch.activations
+        )
+        keep = served.retention
+        retention = None if keep is None else Retention(self, store, keep)
+        self.duties: list[Duty] = [Presence(self, store, served.presence, retention)]
+        if retention is not None:
+            self.duties.append(retention)
+        self.duties.append(
+            ScheduleKeeper(
+                worker_id, store, list(served.schedules.values()), retry_delay=options.retry_delay
+            )
+        )
+        self._reserved = 0  # slots promised to executions started in this process
+        self._reserve_lock = threading.Lock()
+
+    # -- what duties and hooks see (WorkerView) ---------------------------------------------
+
+    def running(self) -> int:
+        return len(self.tasks)
+
+    def draining(self) -> bool:
+        return self.stopping.is_set()
+
+    @property
+    def round_trips(self) -> int:
+        return int(getattr(self.store.database.connection, "round_trips", 0))
+
+    def request_stop(self) -> None:
+        """Thread-safe: stop claiming and drain."""
+        self.loop.call_soon_threadsafe(self.stopping.set)
+
+    # -- the start fast path (runtime/local.py) ----------------------------------------------
+
+    @property
+    def visibility(self) -> float:
+        return self.options.visibility
+
+    def reserve(self, priority: int) -> bool:
+        """Thread-safe: take a free slot for an execution this process is starting."""
+        with self._reserve_lock:
+            free = self.options.concurrency - len(self.tasks) - self._reserved
+            if free <= 0 or self.stopping.is_set() or priority < self.options.min_priority:
+                return False
+            self._reserved += 1
+            return True
+
+    def unreserve(self) -> None:
+        with self._reserve_lock:
+            self._reserved -= 1
+
+    def adopt(self, claimed: Claimed) -> None:
+        """Thread-safe: run an execution whose first event was published leased to us.
+        Until its turn here is over, this process's result() waiters wait for our news."""
+        local, execution_id = self.served.local, claimed.lease.group_id
+        local.hold(execution_id, None if claimed.execution is None else claimed.execution.workflow)
+        try:
+            self.loop.call_soon_threadsafe(self._adopt, claimed)
+        except BaseException:  # the loop is closed: nobody will run it here
+            local.release(execution_id)
+            raise
+
+    def _adopt(self, claimed: Claimed) -> None:
+        self.unreserve()
+        self.stats.adopted += 1
+        execution_id = claimed.lease.group_id
+        try:
+            task = self._spawn(claimed)
+        except BaseException:
+            self.served.local.release(execution_id)
+            raise
+        task.add_done_callback(lambda _: self.served.local.release(execution_id))
+
+    def _spawn(self, claimed: Claimed) -> asyncio.Task[None]:
+        task = asyncio.create_task(self.dispatch.handle(claimed))
+        self.tasks[task] = None
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.pop(task, None)
+        self.slot_freed.set()
+
+    # -- the run ----------------------------------------------------------------------------
+
+    async def run(self, on_ready: Callable[[], None] | None, worker: Worker) -> None:
+        background = [
+            asyncio.create_task(self.host.committer.run(), name="raftflow-committer"),
+            asyncio.create_task(self.heartbeat.run(), name="raftflow-heartbeat"),
+            *(asyncio.create_task(duty.run(), name=duty.name) for duty in self.duties),
+        ]
+        log.info("worker %s started (concurrency %d)", self.worker_id, self.options.concurrency)
+        try:
+            await self.store.run(self.store.database.clock.now())  # sync the clock first
+            self.hooks.worker_started(worker)
+            self.served.local.add(self)
+            if on_ready is not None:
+                on_ready()
+            try:
+                await self._claim_loop()
+            finally:
+                self.served.local.remove(self)
+            await self._drain()
+        finally:
+            await self._close(background, worker)
+
+    async def _close(self, background: Sequence[asyncio.Task[None]], worker: Worker) -> None:
+        tasks = list(background)
+        if self.host.waiting_read is not None:
+            tasks.append(self.host.waiting_read)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for duty in self.duties:
+            await duty.leave()
+        self.hooks.worker_stopped(worker)
+        self.runs.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        await self.store.close()
+        stats = self.stats
+        log.info(
+            "worker %s stopped: %d steps, %d commits in %d requests, %d claims, %d round trips",
+            self.worker_id,
+            stats.steps,
+            stats.commits,
+            stats.commit_requests,
+            stats.claims,
+            self.round_trips,
+        )
+
+    async def _claim_loop(self) -> None:
+        options, stats = self.options, self.stats
+        poll = options.poll_interval
+        idle = True
+        while not self.stopping.is_set():
+            free = options.concurrency - len(self.tasks) - self._reserved
+            if free <= 0:
+                self.slot_freed.clear()
+                await self._until(self.slot_freed, None)
+                continue
+            try:
+                if idle:
+                    stats.polls += 1
+                    if not await self.transport.claimable(options.min_priority):
+                        await self._until(self.stopping, poll)
+                        poll = min(poll * 2, options.max_poll_interval)
+                        continue
+                started = time.perf_counter()
+                claimed = await self._claim(free)
+                self.hooks.after_claim(claimed=len(claimed), duration=time.perf_counter() - started)
+            except FATAL_ERRORS:
+                raise  # retrying cannot help: credentials, permissions, a bug
+            except Exception as exc:
+                log.warning("worker %s: claim failed, retrying: %s", self.worker_id, exc)
+                await self._until(self.stopping, options.retry_delay)
+                continue
+            stats.claims += 1
+            stats.claimed += len(claimed)
+            idle = len(claimed) < free
+            if not claimed:
+                stats.empty_claims += 1
+                await self._until(self.stopping, poll)
+                poll = min(poll * 2, options.max_poll_interval)
+                continue
+            poll = options.poll_interval
+            for item in claimed:
+                self._spawn(item)
+
+    async def _claim(self, free: int) -> list[Claimed]:
+        """Lease up to ``free`` events and read what their runs need, in one request."""
+        options = self.options
+        return await self.store.claim(
+            self.transport,
+            self.worker_id,
+            options.visibility,
+            free,
+            options.min_priority,
+            self.runs.fingerprints(),
+        )
+
+    async def _until(self, event: asyncio.Event, timeout: float | None) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+    async def _drain(self) -> None:
+        if not self.tasks:
+            return
+        log.info("worker %s draining %d executions", self.worker_id, len(self.tasks))
+        _done, pending = await asyncio.wait(set(self.tasks), timeout=self.options.drain_timeout)
+        held = self.dispatch.held_leases()
+        for task in [t for t in self.tasks if t in pending]:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)
+        if held:  # steps still running at the deadline: free their executions now
+            with contextlib.suppress(Exception):
+                await self.transport.release_leases(held)
