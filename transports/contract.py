@@ -9,6 +9,12 @@ deadline lapses and the message is delivered again (at-least-once delivery).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raftflow.transports.db.clock import Clock
+
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,27 +45,54 @@ class QueueStats:
 
 @runtime_checkable
 class Transport(Protocol):
+    """The queue as the spec draws it (sync): publish, claim, settle, extend."""
+
     def publish(
         self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
-    ) -> None: ...
+    ) -> None:
+        """Append ``event`` to ``group_id`` (idempotent by ``key``)."""
+        ...
 
-    def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None: ...
+    def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
+        """Lease the oldest message of the next group (round-robin), or None."""
+        ...
 
     def claim_many(
         self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
-    ) -> list[Lease]: ...
+    ) -> list[Lease]:
+        """Lease the heads of up to ``limit`` groups in one statement."""
+        ...
 
-    def ack(self, lease: Lease) -> None: ...
+    def claimable(self, min_priority: int = 0) -> bool:
+        """Whether a claim would find a message now (a read)."""
+        ...
 
-    def nack(self, lease: Lease, delay: float = 0) -> None: ...
+    def ack(self, lease: Lease) -> None:
+        """Done: delete the leased message."""
+        ...
 
-    def extend(self, lease: Lease, visibility: float) -> Lease: ...
+    def nack(self, lease: Lease, delay: float = 0) -> None:
+        """Give the message back: at once, or parked for ``delay`` seconds."""
+        ...
+
+    def extend(self, lease: Lease, visibility: float) -> Lease:
+        """Push the lease's deadline (a heartbeat)."""
+        ...
 
     def close(self) -> None: ...
 
 
 @runtime_checkable
 class AsyncTransport(Protocol):
+    """The async twin of :class:`Transport`, and what a worker needs of the queue: leases
+    that its store's commits settle (claimed with the store's reads, then extended, given
+    back or acked in batches)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The clock leases and wake times are measured by."""
+        ...
+
     async def publish(
         self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
     ) -> None: ...
@@ -72,10 +105,28 @@ class AsyncTransport(Protocol):
         self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
     ) -> list[Lease]: ...
 
+    async def claimable(self, min_priority: int = 0) -> bool: ...
+
     async def ack(self, lease: Lease) -> None: ...
 
     async def nack(self, lease: Lease, delay: float = 0) -> None: ...
 
     async def extend(self, lease: Lease, visibility: float) -> Lease: ...
+
+    async def extend_leases(self, leases: Sequence[Lease], visibility: float) -> list[Lease | None]:
+        """Renew several leases in one request; None for each one that was lost."""
+        ...
+
+    async def release_leases(self, leases: Sequence[Lease], delay: float = 0.0) -> None:
+        """Give leases back: claimable at once, or parked for ``delay`` seconds."""
+        ...
+
+    async def release_group(self, group_id: str, token: str, delay: float = 0.0) -> None:
+        """Give back whatever message of ``group_id`` ``token`` holds (a hand-back)."""
+        ...
+
+    async def ack_leases(self, leases: Sequence[Lease]) -> None:
+        """Delete events that have nothing to run."""
+        ...
 
     async def close(self) -> None: ...

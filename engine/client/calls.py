@@ -314,7 +314,7 @@ class ClientCalls:
     def list_schedules(self) -> builtins.list[ScheduleInfo]:
         """The schedules the database holds (of any app), with the time each waits for."""
         store = self.store
-        return store.run(ScheduleFlows(store.database.clock).list())
+        return store.run(ScheduleFlows(store.clock).list())
 
     def remove_schedule(self, workflow: Any) -> bool:
         """Delete a workflow's schedule from the database (a workflow function or its
@@ -322,7 +322,7 @@ class ClientCalls:
         10 s: remove ``@engine.scheduled`` from the code first."""
         name = workflow if isinstance(workflow, str) else self.registry.workflow(workflow).name
         store = self.store
-        return store.run(ScheduleFlows(store.database.clock).remove(name))
+        return store.run(ScheduleFlows(store.clock).remove(name))
 
 
 def _debounce(value: float, execution_id: str | None, limit: tuple[str, int] | None) -> float:

@@ -2,7 +2,7 @@
 
 Each activation hands its commit to :meth:`Committer.commit` and waits; the committer
 sends every commit waiting when a request can go as one statement
-(:meth:`~raftflow.stores.store.AsyncSqlStore.commit`): N executions advancing together
+(:meth:`~raftflow.stores.store.AsyncStore.commit`): N executions advancing together
 cost one Raft entry, not N. ``max_inflight`` requests may be in flight at once (1 by
 default: rqlite is CPU-bound, and more requests only split the batches -- measured in
 ``docs/performance.md``). An execution has at most one commit waiting at a time, so
@@ -25,7 +25,7 @@ from raftflow.stores.commit import Commit, CommitOutcome
 if TYPE_CHECKING:
     from raftflow.engine.runtime.hooks import HookChain
     from raftflow.engine.runtime.worker import WorkerOptions, WorkerStats
-    from raftflow.stores.store import AsyncSqlStore
+    from raftflow.stores.contract import AsyncStore
 
 Waiting = tuple[Commit, "asyncio.Future[CommitOutcome]"]
 
@@ -35,7 +35,7 @@ class Committer:
 
     def __init__(
         self,
-        store: AsyncSqlStore,
+        store: AsyncStore,
         options: WorkerOptions,
         stats: WorkerStats,
         hooks: HookChain | None = None,

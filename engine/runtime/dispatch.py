@@ -54,7 +54,7 @@ class Dispatcher:
         self.runs = runs
         self.pool = pool
         self.transport, self.store = host.transport, host.store
-        self.schedule_flows = ScheduleFlows(host.store.database.clock)
+        self.schedule_flows = ScheduleFlows(host.store.clock)
         # Insertion-ordered (a dict, not a set): the heartbeat extends, and the drain
         # releases, in claim order, not in an order of memory addresses (tests/sim).
         self.activations: dict[Activation, None] = {}

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from raftflow.engine.workflow.activation import Activation
-from raftflow.transports.transport import AsyncSqlTransport
+from raftflow.transports.contract import AsyncTransport
 
 log = logging.getLogger("raftflow.worker")
 
@@ -24,7 +24,7 @@ class Heartbeat:
     def __init__(
         self,
         worker_id: str,
-        transport: AsyncSqlTransport,
+        transport: AsyncTransport,
         visibility: float,
         activations: Callable[[], Iterable[Activation]],
     ) -> None:
@@ -45,7 +45,7 @@ class Heartbeat:
                 log.warning("worker %s: heartbeat failed: %s", self.worker_id, exc)
 
     async def beat(self) -> None:
-        clock = self.transport.database.clock
+        clock = self.transport.clock
         horizon = clock.estimate() + self.visibility / 2
         due = [
             (a, a.lease, a.commits)

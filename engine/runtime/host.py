@@ -20,13 +20,13 @@ from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.workflow.registry import Registry
 from raftflow.engine.workflow.steppath import SHORT_WAIT
 from raftflow.stores.commit import Commit, CommitOutcome
+from raftflow.stores.contract import AsyncStore
 from raftflow.stores.flows import StoreFlows
 from raftflow.stores.records import ErrorInfo, Status
-from raftflow.stores.store import AsyncSqlStore
+from raftflow.transports.contract import AsyncTransport
 from raftflow.transports.db.clock import earliest_estimate, is_virtual, uncertainty_of
 from raftflow.transports.db.flow import Flow
 from raftflow.transports.payload import from_json
-from raftflow.transports.transport import AsyncSqlTransport
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.worker import WorkerOptions, WorkerStats
@@ -63,8 +63,8 @@ class RunHost:
         stats: WorkerStats,
         hooks: HookChain,
         definitions: Definitions,
-        transport: AsyncSqlTransport,
-        store: AsyncSqlStore,
+        transport: AsyncTransport,
+        store: AsyncStore,
         local: LocalWorkers,
         stopping: asyncio.Event,
         running: Callable[[], int],
@@ -122,18 +122,18 @@ class RunHost:
     # -- the clock ------------------------------------------------------------------------
 
     def clock_estimate(self) -> float:
-        return self.store.database.clock.estimate()
+        return self.store.clock.estimate()
 
     def clock_uncertainty(self) -> float:
-        return uncertainty_of(self.store.database.clock)
+        return uncertainty_of(self.store.clock)
 
     def clock_earliest(self) -> float:
-        return earliest_estimate(self.store.database.clock)
+        return earliest_estimate(self.store.clock)
 
     def short_wait(self) -> float:
         # Under a virtual clock (engine.testing) time moves only when the test moves it:
         # every wait parks, however short, so that it ends when the clock says so.
-        return 0.0 if is_virtual(self.store.database.clock) else SHORT_WAIT
+        return 0.0 if is_virtual(self.store.clock) else SHORT_WAIT
 
     @property
     def sticky(self) -> bool:

@@ -32,7 +32,7 @@ from raftflow.transports.db.flow import Flow, Request
 if TYPE_CHECKING:
     from raftflow.engine.runtime.duties import WorkerView
     from raftflow.engine.runtime.retention import Retention
-    from raftflow.stores.store import AsyncSqlStore
+    from raftflow.stores.contract import AsyncStore
 
 log = logging.getLogger("raftflow.worker")
 
@@ -73,7 +73,7 @@ class Presence:
     def __init__(
         self,
         worker: WorkerView,
-        store: AsyncSqlStore,
+        store: AsyncStore,
         state: PresenceState,
         retention: Retention | None,
     ) -> None:
@@ -81,7 +81,7 @@ class Presence:
         self.store = store
         self.state = state
         self.retention = retention
-        self.inspect = InspectFlows(store.database.clock)
+        self.inspect = InspectFlows(store.clock)
         self.started_at: float | None = None
 
     async def run(self) -> None:
@@ -101,7 +101,7 @@ class Presence:
 
     def beat(self, *, stopped: bool = False) -> Flow[None]:
         worker = self.worker
-        now = yield from self.store.database.clock.now()
+        now = yield from self.store.clock.now()
         if self.started_at is None:
             self.started_at = now
         state = "stopped" if stopped else "draining" if worker.draining() else "running"

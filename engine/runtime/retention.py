@@ -41,7 +41,7 @@ from raftflow.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.duties import WorkerView
-    from raftflow.stores.store import AsyncSqlStore
+    from raftflow.stores.contract import AsyncStore
 
 log = logging.getLogger("raftflow.worker")
 
@@ -96,11 +96,11 @@ class Retention:
 
     name = "raftflow-retention"
 
-    def __init__(self, worker: WorkerView, store: AsyncSqlStore, keep: timedelta) -> None:
+    def __init__(self, worker: WorkerView, store: AsyncStore, keep: timedelta) -> None:
         self.worker = worker
         self.store = store
         self.keep = keep.total_seconds()
-        self.flows = RetentionFlows(store.database.clock)
+        self.flows = RetentionFlows(store.clock)
         self.held = False  # set by the presence beat
         self.wake = asyncio.Event()
         self.deleted = 0

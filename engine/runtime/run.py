@@ -37,9 +37,9 @@ from raftflow.engine.runtime.retention import Retention
 from raftflow.engine.runtime.runcache import RunCache
 from raftflow.engine.runtime.schedules import ScheduleKeeper
 from raftflow.engine.workflow.schedule import Schedule
+from raftflow.stores.contract import AsyncStore
 from raftflow.stores.records import Claimed
-from raftflow.stores.store import AsyncSqlStore
-from raftflow.transports.transport import AsyncSqlTransport
+from raftflow.transports.contract import AsyncTransport
 
 from raftflow.errors import AuthenticationError, ConfigurationError, ProtocolError
 
@@ -76,8 +76,8 @@ class WorkerRun:
         stats: WorkerStats,
         hooks: HookChain,
         served: Served,
-        transport: AsyncSqlTransport,
-        store: AsyncSqlStore,
+        transport: AsyncTransport,
+        store: AsyncStore,
     ) -> None:
         self.worker_id = worker_id
         self.options = options
@@ -132,7 +132,7 @@ class WorkerRun:
 
     @property
     def round_trips(self) -> int:
-        return int(getattr(self.store.database.connection, "round_trips", 0))
+        return int(getattr(self.store, "round_trips", 0))
 
     def request_stop(self) -> None:
         """Thread-safe: stop claiming and drain."""
@@ -199,7 +199,7 @@ class WorkerRun:
         ]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.options.concurrency)
         try:
-            await self.store.run(self.store.database.clock.now())  # sync the clock first
+            await self.store.run(self.store.clock.now())  # sync the clock first
             self.hooks.worker_started(worker)
             self.served.local.add(self)
             if on_ready is not None:

@@ -47,7 +47,7 @@ from raftflow.transports.payload import to_json
 
 if TYPE_CHECKING:
     from raftflow.engine.workflow.registry import WorkflowDef
-    from raftflow.stores.store import AsyncSqlStore
+    from raftflow.stores.contract import AsyncStore
 
 log = logging.getLogger("raftflow.worker")
 
@@ -205,7 +205,7 @@ class ScheduleKeeper:
     def __init__(
         self,
         worker_id: str,
-        store: AsyncSqlStore,
+        store: AsyncStore,
         schedules: Sequence[Schedule],
         *,
         interval: float | None = None,
@@ -214,7 +214,7 @@ class ScheduleKeeper:
         self.worker_id = worker_id
         self.store = store
         self.schedules = list(schedules)
-        self.flows = ScheduleFlows(store.database.clock)
+        self.flows = ScheduleFlows(store.clock)
         self.interval = SCHEDULE_CHECK_INTERVAL if interval is None else interval
         self.retry_delay = retry_delay
 

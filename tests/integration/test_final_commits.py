@@ -25,7 +25,7 @@ import pytest
 from raftflow.engine.workflow.events import RUN, RUN_TEXT
 from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.commit_flow import CommitFlows
-from raftflow.stores.flows import STORE
+from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.records import Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.db.clock import LocalClock

@@ -180,7 +180,7 @@ def test_retention_paces_its_batches_to_its_share_of_time() -> None:
         return batches[len(starts) - 1]
 
     options = WorkerOptions(retention_batch=10, retention_share=0.2, retention_pause=0.01)
-    store: Any = SimpleNamespace(run=run, database=SimpleNamespace(clock=LocalClock()))
+    store: Any = SimpleNamespace(run=run, clock=LocalClock())
     running = [0]
     worker: Any = SimpleNamespace(
         options=options, worker_id="w", running=lambda: running[0], draining=lambda: False

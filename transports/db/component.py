@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
+from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.database import (
     AsyncDatabase,
     ConnectOptions,
@@ -44,6 +45,16 @@ class Component(Generic[D]):
     @property
     def connection(self) -> Any:
         return self.database.connection
+
+    @property
+    def round_trips(self) -> int:
+        """Requests this component's connection has sent (a count, where it keeps one)."""
+        return int(getattr(self.database.connection, "round_trips", 0))
+
+    @property
+    def clock(self) -> Clock:
+        """The clock its leases and times are measured by (the cluster's, on rqlite)."""
+        return self.database.clock
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.database.connection!r}>"
