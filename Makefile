@@ -18,7 +18,7 @@ export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 # The dependencies are compiled once, by the setup below.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-extended test-fast test-retention test-deploy \
+.PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-extended test-fast test-retention test-deploy schema \
 	lint bench bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
 	image-worker-offline clean
 
@@ -79,6 +79,9 @@ test: setup browser iproute2  ## the whole suite against real rqlite clusters
 # the bench's scale and long smoke runs.
 test-extended: setup  ## the tests make test leaves out (pytest -m extended)
 	$(BIN)/pytest -m extended
+
+schema: setup  ## regenerate transports/db/schema.sql (what a fresh database holds) from the migrations
+	$(BIN)/python -m raftflow.transports.db.schema_file > transports/db/schema.sql
 
 test-fast: setup  ## unit tests only (no server)
 	$(BIN)/pytest tests/unit

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raftflow.engine.runtime.session import resident_mb
+from raftflow.engine.runtime.runcache import resident_mb
 
 from bench.phases import Context
 from raftflow import Engine
@@ -109,7 +109,7 @@ def many_in_flight(ctx: Context, path: Path, count: int, sticky_cache: int) -> d
                 time.sleep(1.0)
             time.sleep(1.0)  # the last turns end and their runs are kept (or evicted)
             rss = resident_mb()
-            kept = sum(len(session.continuations) for session in worker_sessions(worker))
+            kept = sum(len(run.runs) for run in worker_runs(worker))
     finally:
         engine.close()
     return {
@@ -132,9 +132,9 @@ def _count_sleeps(engine: Engine) -> Any:
     return int(row["n"]) if row else 0
 
 
-def worker_sessions(worker: Any) -> list[Any]:
-    session = getattr(worker, "_session", None)
-    return [session] if session is not None else []
+def worker_runs(worker: Any) -> list[Any]:
+    run = getattr(worker, "_run", None)
+    return [run] if run is not None else []
 
 
 def run_goals(ctx: Context, work_dir: Path) -> dict[str, Any]:

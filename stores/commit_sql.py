@@ -11,8 +11,10 @@ Three encodings of one commit, chosen per commit by :mod:`raftflow.stores.commit
   ``execution_commit_fenced`` checks the lease, records the call, acks the current event
   and publishes the next (``commit``).
 
-The lean ones write the same rows as the trigger would: ``tests/integration/
-test_commit_encodings.py`` applies every kind of commit both ways and compares the tables.
+The lean ones write the same rows as the trigger would, bookkeeping aside (which commit
+applied, and when): ``tests/integration/test_final_commits.py`` (every outcome scenario of
+the trigger chain) and ``test_commit_encodings.py`` (every call recorded within a turn,
+plain or with a transaction step's writes) apply each commit both ways and compare tables.
 """
 
 from __future__ import annotations

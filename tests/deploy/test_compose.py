@@ -18,10 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from raftflow.engine.ops import demo
 from raftflow.transports.rqlite.local import pick_free_ports
 from raftflow.transports.rqlite.local.probe import leader_id
 
-from raftflow import Engine, Status, demo
+from raftflow import Engine, Status
 from tests.deploy.files import DEPLOY, Service, load_yaml, on_this_machine, stop_all
 from tests.support import wait_until
 

@@ -25,9 +25,10 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
+from raftflow.engine.ops import demo
 from raftflow.transports.rqlite.local.probe import leader_id
 
-from raftflow import Engine, Status, demo
+from raftflow import Engine, Status
 from tests.deploy.files import (
     DEPLOY,
     Service,

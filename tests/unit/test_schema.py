@@ -207,3 +207,12 @@ def test_a_newer_database_is_refused_by_engines_and_migrate(database: Database) 
             Engine.from_url(url, auto_migrate=auto_migrate)
     with pytest.raises(SchemaTooNewError):
         database.run(migrate())
+
+
+def test_schema_sql_is_what_the_migrations_make() -> None:
+    """transports/db/schema.sql is generated, never edited: after a new migration, `make
+    schema` writes it again, and this test fails until then."""
+    from raftflow.transports.db.schema_file import render
+
+    checked_in = (ROOT / "transports" / "db" / "schema.sql").read_text()
+    assert checked_in == render(), "transports/db/schema.sql is stale: run `make schema`"

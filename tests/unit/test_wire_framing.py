@@ -5,8 +5,8 @@ reply or a connection. Against real rqlite nodes: tests/integration/test_wire.py
 from __future__ import annotations
 
 import pytest
+from raftflow.transports.rqlite.framing import Framing, MalformedReplyError, origin_of
 from raftflow.transports.rqlite.protocol import HttpCall, HttpReply
-from raftflow.transports.rqlite.wire import Framing, MalformedReplyError, origin_of
 
 from raftflow.errors import ConfigurationError
 

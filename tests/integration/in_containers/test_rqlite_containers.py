@@ -15,9 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from raftflow.engine.ops import demo
 from raftflow.transports.rqlite.local.containers import RqliteClusterContainers, RqliteContainer
 
-from raftflow import Engine, Status, demo
+from raftflow import Engine, Status
 from tests.integration.test_engine_processes import (  # the engine suite's core case
     engine,  # noqa: F401 - the fixture its tests use
     test_steps_run_in_order_one_at_a_time_across_processes,  # noqa: F401
