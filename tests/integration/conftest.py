@@ -8,9 +8,13 @@ transport on httpx, the sync transport on requests, the async twin (driven throu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.stores.store import SqlStore
+from raftflow.transports.db.clock import LocalClock
+from raftflow.transports.db.database import open_database
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 from raftflow.transports.rqlite.local import LocalCluster
 
@@ -20,6 +24,9 @@ from tests.support import LoopThread, SyncView, clear_tables
 #: spec's client) are covered by test_transport_failover.py, test_tls.py and
 #: test_transport_concurrency.py.
 TRANSPORT_KINDS = ["raftflow", "requests", "async"]
+
+#: The time of the ``store`` fixture's clock, which stands still.
+NOW = 1_900_000_000.0
 
 
 @pytest.fixture
@@ -72,3 +79,24 @@ def connect(transport_kind: str, loop_thread: LoopThread) -> Iterator[Callable[.
             loop_thread.run(transport.close())
         else:
             transport.close()
+
+
+# -- commits written by hand (test_final_commits.py, test_commit_encodings.py) ------------
+
+
+@pytest.fixture(params=["rqlite", "sqlite"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | list[str]:
+    if request.param == "rqlite":
+        cluster: LocalCluster = request.getfixturevalue("rqlite_cluster")
+        clear_tables(cluster.url)
+        return cluster.urls
+    return f"sqlite:///{tmp_path / 'commits.db'}"
+
+
+@pytest.fixture
+def store(url: str | list[str]) -> Iterator[SqlStore]:
+    """A store whose clock stands still at NOW: two runs of a scenario write the same times."""
+    store = SqlStore(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
+    store.create_schema(auto_migrate=True)
+    yield store
+    store.close()

@@ -27,16 +27,8 @@ from raftflow.stores.records import Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.db.flow import Request, Statement
 
-from tests.integration.test_final_commits import (  # noqa: F401  (fixtures)
-    NOW,
-    WORKER,
-    commit,
-    leased_start,
-    names,
-    snapshot,
-    store,
-    url,
-)
+from tests.integration.conftest import NOW
+from tests.integration.test_final_commits import WORKER, commit, leased_start, names, snapshot
 from tests.support import execute, rows
 
 #: Where the two encodings may differ: which commit applied, and when, never the run's state.

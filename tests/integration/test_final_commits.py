@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,34 +27,13 @@ from raftflow.stores.commit_flow import CommitFlows
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.records import Status
 from raftflow.stores.store import SqlStore
-from raftflow.transports.db.clock import LocalClock
-from raftflow.transports.db.database import open_database
 from raftflow.transports.db.flow import Flow, Request, Statement
-from raftflow.transports.rqlite.local import LocalCluster
 
 from raftflow import Engine
-from tests.support import clear_tables, execute, recorded, rows
+from tests.integration.conftest import NOW
+from tests.support import execute, recorded, rows
 
-NOW = 1_900_000_000.0
 WORKER = "final-test"
-
-
-@pytest.fixture(params=["rqlite", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | list[str]:
-    if request.param == "rqlite":
-        cluster: LocalCluster = request.getfixturevalue("rqlite_cluster")
-        clear_tables(cluster.url)
-        return cluster.urls
-    return f"sqlite:///{tmp_path / 'final.db'}"
-
-
-@pytest.fixture
-def store(url: str | list[str]) -> Iterator[SqlStore]:
-    """A store whose clock stands still at NOW: two runs of a scenario write the same times."""
-    store = SqlStore(open_database(url, clock=LocalClock(time_source=lambda: NOW)))
-    store.create_schema(auto_migrate=True)
-    yield store
-    store.close()
 
 
 def names(sent: list[Request]) -> list[str]:
