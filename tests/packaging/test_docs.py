@@ -54,6 +54,17 @@ def test_every_public_name_is_in_the_api_reference() -> None:
     assert not missing, f"public names without an entry in docs/reference/: {missing}"
 
 
+def test_the_links_of_the_pages_outside_the_site_exist() -> None:
+    """README.md and CONTRIBUTING.md are read on their own (mkdocs checks only docs/)."""
+    broken = []
+    for page in (ROOT / "README.md", ROOT / "CONTRIBUTING.md"):
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#", 1)[0]
+            if path and "://" not in path and not (page.parent / path).exists():
+                broken.append((page.name, target))
+    assert not broken, f"links to files that do not exist: {broken}"
+
+
 def _shell_lines(text: str) -> list[list[str]]:
     """The commands of a page's shell blocks, continuation lines joined, comments dropped."""
     commands = []
