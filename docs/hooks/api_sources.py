@@ -8,8 +8,9 @@ the sources for mkdocstrings, finds packages by folder, so before every build
 (git-ignored), read from the mapping itself: mkdocs.yml gives mkdocstrings that folder.
 Modules moved or split inside those folders need nothing here.
 
-The docstrings cross-reference with Sphinx roles (``:class:`Name```), which Markdown does
-not know: :class:`SphinxRoles` shows each as code.
+The docstrings are written in reStructuredText's habits, which Markdown does not know:
+:class:`RstDocstrings` shows their roles (``:class:`Name```) as code, and their literal
+blocks (a paragraph ending in ``::``) as code blocks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +70,43 @@ def _as_code(match: re.Match[str]) -> str:
     return f"`{name.rsplit('.', 1)[-1] if short else name}`"
 
 
-class SphinxRoles(griffe.Extension):
-    """``:class:`~a.b.Name``` becomes ```Name```, ``:mod:`a.b``` becomes ```a.b```."""
+def literal_blocks(text: str) -> str:
+    """reST's ``text::`` + blank line + block, as ``text:`` and a fenced code block. The
+    block is the indented lines that follow (blank lines within kept), or, unindented, the
+    lines up to the next blank one."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not (line.rstrip().endswith("::") and i + 2 < len(lines) and not lines[i + 1].strip()):
+            out.append(line)
+            i += 1
+            continue
+        out.append(line.rstrip()[:-1].rstrip(":").rstrip() + (":" if line.strip() != "::" else ""))
+        indented = lines[i + 2][:1].isspace()
+        block: list[str] = []
+        j = i + 2
+        while j < len(lines):
+            current = lines[j]
+            if current.strip():
+                if indented and not current[:1].isspace():
+                    break
+            else:
+                following = next((rest for rest in lines[j + 1 :] if rest.strip()), "")
+                if not indented or not following[:1].isspace():
+                    break
+            block.append(current)
+            j += 1
+        out += ["", "```text", *textwrap.dedent("\n".join(block)).split("\n"), "```"]
+        i = j
+    return "\n".join(out)
+
+
+class RstDocstrings(griffe.Extension):
+    """``:class:`~a.b.Name``` becomes ```Name```, ``:mod:`a.b``` becomes ```a.b```, and
+    literal blocks become code blocks."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is not None:
-            obj.docstring.value = ROLE.sub(_as_code, obj.docstring.value)
+            obj.docstring.value = literal_blocks(ROLE.sub(_as_code, obj.docstring.value))
