@@ -19,7 +19,7 @@ export RAFTFLOW_RQLITE_DIR := $(CURDIR)/.rqlite
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup rqlite browser iproute2 sim demo demo-cluster test test-extended test-fast test-retention test-deploy schema \
-	lint bench bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
+	lint docs bench bench-smoke bench-long cluster screenshots ui engines image image-rqlite image-worker \
 	image-worker-offline clean
 
 setup: $(INSTALLED) $(RQLITED)
@@ -124,6 +124,10 @@ lint: setup
 	for d in engine transports stores; do ln -s ../../$$d .typecheck/raftflow/$$d; done
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p raftflow
 
+# The docs site (mkdocs.yml, docs/): `make test` builds it too (tests/packaging/test_docs.py).
+docs: setup  ## the docs site in site/ (mkdocs build --strict: a broken link or reference fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: setup  ## the benchmark on its own local 3-node cluster (about 3.5 minutes)
 	$(BIN)/python -m bench
 
@@ -143,4 +147,4 @@ screenshots: setup browser  ## refresh docs/img/*.png from the dashboard's brows
 	RAFTFLOW_SCREENSHOTS=docs/img $(BIN)/pytest -q tests/integration/test_dashboard.py
 
 clean:
-	rm -rf $(VENV) .rqlite .pytest_cache .mypy_cache .ruff_cache .typecheck
+	rm -rf $(VENV) .rqlite .pytest_cache .mypy_cache .ruff_cache .typecheck site .docs-src

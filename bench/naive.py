@@ -1,4 +1,4 @@
-"""The baseline: the user's spec (``shared/spec/rqlite-transport.md``) implemented
+"""The baseline: the lease-based queue protocol raftflow started from, implemented
 literally over plain HTTP statements, running the same E x K workload as raftflow.
 
 Tables are prefixed ``naive_`` so they never touch raftflow's schema. Per step a naive

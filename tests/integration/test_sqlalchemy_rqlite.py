@@ -1,8 +1,8 @@
 """The ``sqlalchemy-rqlite`` dialect (2.0, on pyrqlite 2.2.3) against rqlite 8.26.8, as
-README.md ("Your own SQLAlchemy engine on the cluster") describes it: plain create,
-insert, select and update work; transactions do not exist (``rollback()`` undoes
-nothing); parameters are written into the SQL text by pyrqlite (quoted, not bound); a
-read that does not start with SELECT (``WITH ...``) is sent as a write and returns no
+docs/guides/transactions.md ("Your own SQLAlchemy engine on the cluster") describes it:
+plain create, insert, select and update work; transactions do not exist (``rollback()``
+undoes nothing); parameters are written into the SQL text by pyrqlite (quoted, not bound);
+a read that does not start with SELECT (``WITH ...``) is sent as a write and returns no
 rows. raftflow itself does not use it (transaction steps go through the engine)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""README.md's transaction-step example (``# bank.py``), run as a user would: the code
-block alone in an empty folder, ``python bank.py``, twice."""
+"""The transaction-step example of docs/guides/transactions.md (``# bank.py``), run as a
+user would: the code block alone in an empty folder, ``python bank.py``, twice."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "transactions.md"
 
 
-def test_the_bank_example_runs_and_prints_what_the_readme_says(tmp_path: Path) -> None:
-    (code,) = re.findall(r"```python\n(# bank\.py\n.*?)```", README.read_text(), re.S)
+def test_the_bank_example_runs_and_prints_what_the_guide_says(tmp_path: Path) -> None:
+    (code,) = re.findall(r"```python\n(# bank\.py\n.*?)```", GUIDE.read_text(), re.S)
     (tmp_path / "bank.py").write_text(code)
 
     def run() -> list[str]:

@@ -1,4 +1,5 @@
-"""README's example of concurrency limits, rate limits and debounce runs as it is."""
+"""The example of docs/guides/limits.md (concurrency limits, rate limits and debounce) runs
+as it is."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_readme_limits_example_runs(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    (code,) = re.findall(r"```python\n(# limits_example\.py.*?)```", readme, re.S)
+def test_the_limits_guide_example_runs(tmp_path: Path) -> None:
+    guide = (ROOT / "docs" / "guides" / "limits.md").read_text()
+    (code,) = re.findall(r"```python\n(# limits_example\.py.*?)```", guide, re.S)
     (tmp_path / "limits_example.py").write_text(code)
     done = subprocess.run(
         [sys.executable, "limits_example.py"],
