@@ -12,14 +12,14 @@ import click
 from raftflow.transports.rqlite.urls import parse
 
 
-def read_password(path: str) -> str:
+def read_secret(path: str, option: str) -> str:
     """The first line of ``path`` (a mounted secret, a systemd credential), without its
-    line end; a usage error that never quotes the file's content."""
+    line end; a usage error naming ``option`` that never quotes the file's content."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise click.UsageError(f"--password-file {path}: {reason}") from None
+        raise click.UsageError(f"{option} {path}: {reason}") from None
     return text.splitlines()[0] if text else ""
 
 
@@ -41,4 +41,4 @@ def credential_options(url: str, password_file: str | None) -> dict[str, str]:
         raise click.UsageError(
             "--password-file needs a user: http://USER@host:4001 or RAFTFLOW_USERNAME"
         )
-    return {"username": username, "password": read_password(password_file)}
+    return {"username": username, "password": read_secret(password_file, "--password-file")}
