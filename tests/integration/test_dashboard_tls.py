@@ -119,7 +119,7 @@ def raftflow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "RAFTFLOW_UI_TOKEN": ""},
+        env={k: v for k, v in os.environ.items() if not k.startswith("RAFTFLOW_UI_TOKEN")},
     )
 
 
