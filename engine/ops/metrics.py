@@ -205,13 +205,11 @@ class _LiveCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         worker = self.metrics._worker
-        session = getattr(worker, "_session", None) if worker is not None else None
-        activations = list(getattr(session, "activations", ()))
         held = GaugeMetricFamily("raftflow_leases_held", "Executions this worker holds now")
-        held.add_metric([], sum(1 for a in activations if a.held))
+        held.add_metric([], 0 if worker is None else worker.leases_held)
         yield held
         turns = GaugeMetricFamily("raftflow_turns_in_progress", "Executions handled now")
-        turns.add_metric([], len(getattr(session, "tasks", ())))
+        turns.add_metric([], (worker.running if worker is not None else None) or 0)
         yield turns
         sample = worker.presence.queue if worker is not None else None
         if sample is None:

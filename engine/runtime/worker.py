@@ -163,6 +163,12 @@ class Worker:
         return None if run is None else run.running()
 
     @property
+    def leases_held(self) -> int:
+        """How many of the executions it runs hold their lease now (0 while it does not run)."""
+        run = self._run
+        return 0 if run is None else len(run.dispatch.held_leases())
+
+    @property
     def stop_requested(self) -> bool:
         """Whether :meth:`stop` was called (the run drains, then returns)."""
         return self._stop_requested.is_set()

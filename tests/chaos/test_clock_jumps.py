@@ -1,8 +1,10 @@
 """A real worker process whose clock jumps by minutes mid-run, on a real 3-node cluster.
 
 The worker's cluster clock reads its local time from ``time.monotonic`` shifted by the
-number in the file ``RAFTFLOW_TEST_CLOCK_OFFSET_FILE`` names (tests only; see
-``transports/db/clock.py: local_time_source``). The test writes +300 s into it mid-run, then
+number in the file ``RAFTFLOW_TEST_CLOCK_OFFSET_FILE`` names: a test-only
+``sitecustomize`` (``tests/chaos/clock_offset/``, first on that worker's ``PYTHONPATH``)
+gives its ``ClusterClock`` that local time; the product has no such hook. The test
+writes +300 s into it mid-run, then
 -300 s (10 minutes back): a harsher fault than a wall-clock step, which ``time.monotonic``
 never sees. Invariants as in the chaos suite: nothing lost, nothing recorded twice,
 nothing stuck; the jumping worker keeps recording steps after each jump or, behind, is
@@ -16,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from raftflow.transports.db.clock import OFFSET_FILE_ENV
 from raftflow.transports.rqlite.local import LocalCluster
 
+from tests.chaos.clock_offset.sitecustomize import OFFSET_FILE_ENV
 from tests.chaos.scenario import Options, Scenario, wait_for
 
 pytestmark = pytest.mark.chaos
@@ -42,10 +44,18 @@ def test_a_worker_clock_jumps_minutes_forward_then_back(
     options = Options(visibility=2.0, executions=120, produce_over=16.0, workers=1)
     # The jumping worker is the scenario's first, running before any work arrives: one
     # spawned later, on a loaded machine, found most of the work done (CI, once).
+    python_path = os.environ.get("PYTHONPATH")
+    hook = str(Path(__file__).parent / "clock_offset")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [hook, python_path])))
     monkeypatch.setenv(OFFSET_FILE_ENV, str(offset))
     with scenario("worker clock jumps", chaos_cluster, options) as s:
         monkeypatch.delenv(OFFSET_FILE_ENV)
+        if python_path is None:
+            monkeypatch.delenv("PYTHONPATH")
+        else:
+            monkeypatch.setenv("PYTHONPATH", python_path)
         (jumper,) = s.workers
+        assert f"test clock: local time shifted by the seconds in {offset}" in jumper.output()
         s.spawn()  # and one whose clock stays right
 
         def recorded() -> int:

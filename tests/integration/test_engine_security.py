@@ -4,6 +4,7 @@ passwords that never show in output, logs or errors."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,9 @@ from tests.integration.workers import ROOT, WorkerProcess
 ADMIN = ("admin", "adm1n-S3cret!")
 WORKER = ("worker", "w0rker-S3cret#")
 READER = ("reader", "r3ader-S3cret$")
-SECRETS = [ADMIN[1], WORKER[1], READER[1], "n0t-the-Passw0rd"]
+# Unencoded in a URL: '#', '/' and '?' would end its authority; '@' is not its last.
+OPS = ("ops", "0ps#S3c/r?t@x")
+SECRETS = [ADMIN[1], WORKER[1], READER[1], OPS[1], "n0t-the-Passw0rd"]
 
 
 def url_for(node_url: str, user: str, password: str) -> str:
@@ -47,6 +50,7 @@ def auth_node(
             "perms": ["execute", "query", "ready", "status"],
         },
         {"username": READER[0], "password": READER[1], "perms": ["query", "ready", "status"]},
+        {"username": OPS[0], "password": OPS[1], "perms": ["query", "ready", "status"]},
     ]
     (folder / "users.json").write_text(json.dumps(users))
     with LocalCluster(
@@ -101,6 +105,45 @@ def test_wrong_password_is_a_clear_cli_error(auth_node: LocalCluster) -> None:
     assert result.returncode == 1
     assert "AuthenticationError" in result.stderr
     assert_no_secret(result.stdout + result.stderr)
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "raftflow", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_password_unencoded_in_the_url_or_from_a_file_works_and_never_shows(
+    auth_node: LocalCluster, tmp_path: Path
+) -> None:
+    scheme, _, host = auth_node.url.partition("://")
+    raw = cli("list", "--url", f"{scheme}://{OPS[0]}:{OPS[1]}@{host}")
+    assert raw.returncode == 0, raw.stderr[-2000:]
+    assert_no_secret(raw.stdout + raw.stderr)
+
+    secret_file = tmp_path / "rqlite-password"
+    secret_file.write_text(OPS[1] + "\n")
+    from_file = cli(
+        "list", "--url", f"{scheme}://{OPS[0]}@{host}", "--password-file", str(secret_file)
+    )
+    assert from_file.returncode == 0, from_file.stderr[-2000:]
+    from_env = cli(
+        "list",
+        "--url",
+        auth_node.url,
+        env={"RAFTFLOW_USERNAME": OPS[0], "RAFTFLOW_PASSWORD_FILE": str(secret_file)},
+    )
+    assert from_env.returncode == 0, from_env.stderr[-2000:]
+    secret_file.write_text("n0t-the-Passw0rd\n")
+    wrong = cli("list", "--url", f"{scheme}://{OPS[0]}@{host}", "--password-file", str(secret_file))
+    assert wrong.returncode == 1 and "AuthenticationError" in wrong.stderr
+    for result in (from_file, from_env, wrong):
+        assert_no_secret(result.stdout + result.stderr)
 
 
 def test_reader_can_read_but_not_start(auth_node: LocalCluster) -> None:

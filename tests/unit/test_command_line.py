@@ -46,7 +46,13 @@ CONNECTING = [
 
 @pytest.fixture(autouse=True)
 def no_env_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RAFTFLOW_URL", "RAFTFLOW_APP", "RAFTFLOW_UI_TOKEN"):
+    for name in (
+        "RAFTFLOW_URL",
+        "RAFTFLOW_APP",
+        "RAFTFLOW_UI_TOKEN",
+        "RAFTFLOW_UI_TOKEN_FILE",
+        "RAFTFLOW_PASSWORD_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -58,7 +64,9 @@ def help_of(name: str) -> str:
 
 def test_every_command_has_help_with_an_example() -> None:
     visible = [name for name, c in cli.commands.items() if not c.hidden]
-    assert sorted(visible) == sorted([*CONNECTING, "demo", "cluster", "install-rqlite"])
+    assert sorted(visible) == sorted(
+        [*CONNECTING, "demo", "cluster", "install-rqlite", "hash-password"]
+    )
     for name in visible:
         assert "Example:" in help_of(name), name
     for name in CONNECTING:

@@ -21,7 +21,6 @@ worker's lease) use :func:`earliest` instead: a time the reference has surely re
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -91,30 +90,6 @@ class LocalClock:
         return f"LocalClock(skew={self.skew})"
 
 
-#: Tests only: a file holding seconds to add to this process's local clock, read at every
-#: reading (tests/chaos/test_clock_jumps.py writes into it to make the clock jump).
-OFFSET_FILE_ENV = "RAFTFLOW_TEST_CLOCK_OFFSET_FILE"
-
-
-def local_time_source() -> Callable[[], float]:
-    """``time.monotonic`` -- shifted by the number in the file that ``RAFTFLOW_TEST_CLOCK_
-    OFFSET_FILE`` names, when that variable is set (tests make a worker process's clock
-    jump at runtime with it; a missing or unreadable file counts as 0)."""
-    path = os.environ.get(OFFSET_FILE_ENV)
-    if not path:
-        return time.monotonic
-
-    def shifted() -> float:
-        try:
-            with open(path) as file:
-                offset = float(file.read().strip() or 0.0)
-        except (OSError, ValueError):
-            offset = 0.0
-        return time.monotonic() + offset
-
-    return shifted
-
-
 #: A clock sync this precise (half its round trip, seconds) is kept for ``resync``.
 PRECISE = 0.025
 
@@ -122,8 +97,9 @@ PRECISE = 0.025
 class ClusterClock:
     """The rqlite leader's clock, tracked locally between syncs.
 
-    ``local_time`` is any steadily increasing clock of this machine; only its differences
-    are used, so its offset from real time does not matter (tests pass a skewed one).
+    ``local_time`` is any steadily increasing clock of this machine (``time.monotonic`` by
+    default); only its differences are used, so its offset from real time does not matter
+    (tests pass a skewed one, or one that jumps).
     """
 
     def __init__(
@@ -135,7 +111,7 @@ class ClusterClock:
     ) -> None:
         self._query = query  # one row, column ``now``: the leader's epoch seconds
         self._resync = resync
-        self._local = local_time or local_time_source()
+        self._local = local_time or time.monotonic
         self._anchor: tuple[float, float] | None = None  # (reference time, local time)
         self._uncertainty = float("inf")  # half the round trip of the sync in use
         self._synced_at = float("-inf")  # local time of the last sync attempt

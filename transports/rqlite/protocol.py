@@ -15,11 +15,11 @@ import os
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from raftflow.transports.db.flow import Request, Response, Result
 from raftflow.transports.rqlite.numbered import positional
 from raftflow.transports.rqlite.rewrites import parse_changes_nothing
+from raftflow.transports.rqlite.urls import parse as parse_url
 
 from raftflow.errors import (
     AuthenticationError,
@@ -62,7 +62,8 @@ class RqliteConfig:
 
     @classmethod
     def from_url(cls, url: str | Sequence[str], **options: Any) -> RqliteConfig:
-        """Parse ``http(s)://[user:pass@]host:port[,host:port...]`` (or a list of such URLs).
+        """Parse ``http(s)://[user:pass@]host:port[,host:port...]`` (or a list of such URLs;
+        :mod:`~raftflow.transports.rqlite.urls`: a password may hold any character).
 
         Credentials may sit in any of the URLs; keyword ``options`` override fields.
         """
@@ -72,21 +73,10 @@ class RqliteConfig:
         nodes: list[str] = []
         username = password = None
         for raw in urls:
-            parts = urlsplit(raw.strip())
-            scheme = {"rqlite": "http", "rqlites": "https"}.get(parts.scheme, parts.scheme)
-            if scheme not in ("http", "https"):
-                raise ConfigurationError(
-                    f"unsupported scheme {parts.scheme!r} in an rqlite URL (use http or https)"
-                )
-            netloc = parts.netloc
-            if "@" in netloc:
-                userinfo, netloc = netloc.rsplit("@", 1)
-                user, _, secret = userinfo.partition(":")
-                username, password = unquote(user), unquote(secret)
-            for host in netloc.split(","):
-                if not host:
-                    raise ConfigurationError("empty host in an rqlite URL")
-                nodes.append(f"{scheme}://{host}")
+            parsed = parse_url(raw)
+            nodes.extend(parsed.nodes)
+            if parsed.username is not None:
+                username, password = parsed.username, parsed.password
         options.setdefault("username", username)
         options.setdefault("password", password)
         return cls(nodes=tuple(dict.fromkeys(nodes)), **options)

@@ -1,9 +1,10 @@
 """What every command shares: the connection options, output (tables or ``--json``),
 exit codes, progress on a terminal, and the translation of errors into exit codes.
 
-Environment variables are read here, at the edge, and nowhere else: ``RAFTFLOW_URL``
-(the default ``--url``), ``RAFTFLOW_USERNAME`` / ``RAFTFLOW_PASSWORD`` (credentials when
-the URL carries none), ``RAFTFLOW_APP`` (the default ``--app``).
+Environment variables are read at the edge (here and in :mod:`.credentials`) and nowhere
+else: ``RAFTFLOW_URL`` (the default ``--url``), ``RAFTFLOW_USERNAME`` / ``RAFTFLOW_PASSWORD``
+/ ``RAFTFLOW_PASSWORD_FILE`` (credentials when the URL carries none), ``RAFTFLOW_APP``
+(the default ``--app``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any, TypeVar
 
 import click
 from raftflow.engine.app import Engine
+from raftflow.engine.ops.cli.credentials import credential_options
 from raftflow.stores.records import ErrorInfo, ExecutionRecord, StepRecord
+from raftflow.transports.rqlite.urls import masked
 
 from raftflow.errors import (
     ConfigurationError,
@@ -90,6 +93,10 @@ class Connection:
     timeout: float | None = None
     retry_timeout: float | None = None
     connect_timeout: float | None = None
+    password_file: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Connection(url={masked(self.url or '')!r})"
 
     def require_url(self) -> str:
         if not self.url:
@@ -110,11 +117,7 @@ class Connection:
             options["verify"] = self.ca_file
         elif self.insecure:
             options["verify"] = False
-        if "@" not in url.split("://", 1)[-1].split("/", 1)[0]:
-            username = os.environ.get("RAFTFLOW_USERNAME")
-            if username:
-                options["username"] = username
-                options["password"] = os.environ.get("RAFTFLOW_PASSWORD", "")
+        options.update(credential_options(url, self.password_file))
         return options
 
     def engine(self, engine: Engine | None = None) -> Engine:
@@ -146,6 +149,7 @@ def _connection_options(fn: F, *, waits: bool) -> F:
             timeout=kwargs.pop("http_timeout"),
             retry_timeout=kwargs.pop("retry_timeout"),
             connect_timeout=kwargs.pop("connect_timeout"),
+            password_file=kwargs.pop("password_file"),
         )
         return fn(*args, **kwargs)
 
@@ -156,8 +160,16 @@ def _connection_options(fn: F, *, waits: bool) -> F:
             show_envvar=True,
             metavar="URL",
             help="http(s)://[user:pass@]host:4001[,host:4003...] or sqlite:///file.db. "
-            "Credentials may also come from RAFTFLOW_USERNAME / RAFTFLOW_PASSWORD; they are "
-            "never printed.",
+            "Credentials may also come from RAFTFLOW_USERNAME / RAFTFLOW_PASSWORD or "
+            "--password-file; they are never printed.",
+        ),
+        click.option(
+            "--password-file",
+            envvar="RAFTFLOW_PASSWORD_FILE",
+            show_envvar=True,
+            type=click.Path(dir_okay=False),
+            help="Read rqlite's password from this file (its first line), the user from "
+            "the URL (http://USER@host:4001) or RAFTFLOW_USERNAME: no password in ps.",
         ),
         click.option("--ca-file", type=click.Path(dir_okay=False), help="CA bundle for HTTPS."),
         click.option("--insecure", is_flag=True, help="Do not verify rqlite's certificate."),

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 import click
-from raftflow.engine.ops.cli import admin, executions, operations, recovery
+from raftflow.engine.ops.cli import admin, dashboard, executions, operations, recovery
 from raftflow.engine.ops.cli.common import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
 
 from raftflow.errors import RaftflowError
@@ -44,6 +44,7 @@ for command in (
     *executions.COMMANDS,
     *recovery.COMMANDS,
     *operations.COMMANDS,
+    *dashboard.COMMANDS,
     *admin.COMMANDS,
 ):
     cli.add_command(command)

@@ -1,4 +1,4 @@
-"""Commands on the running system: the queue, the workers, the dashboard."""
+"""Commands on the running system: the queue, the workers, the schedules."""
 
 from __future__ import annotations
 
@@ -216,63 +216,4 @@ def vars_of(value: object) -> dict[str, object]:
     return data
 
 
-@click.command()
-@click.option(
-    "--bind",
-    default="127.0.0.1:8080",
-    show_default=True,
-    metavar="HOST:PORT",
-    help="Where to listen. Anything but loopback needs --token or --users.",
-)
-@click.option(
-    "--token",
-    envvar="RAFTFLOW_UI_TOKEN",
-    show_envvar=True,
-    help="Shared secret: sign in with it (a cookie) or send it as 'Authorization: Bearer'.",
-)
-@click.option(
-    "--users",
-    "users_file",
-    type=click.Path(exists=True, dir_okay=False),
-    help='JSON file [{"username", "password" or "password_sha256", "role": '
-    '"admin" or "viewer"}] (HTTP Basic auth).',
-)
-@click.option("--read-only", is_flag=True, help="No actions (for a query-only rqlite user).")
-@connection_options
-def ui(
-    bind: str,
-    token: str | None,
-    users_file: str | None,
-    read_only: bool,
-    conn: Connection,
-) -> None:
-    """Serve the dashboard: executions (filters, live counts), one execution's timeline,
-    the queue, the workers and the cron schedules; cancel and signal executions
-    (confirmed, CSRF-protected).
-
-    \b
-    Example:
-      raftflow ui --url http://127.0.0.1:4001 --bind 127.0.0.1:8080
-      raftflow ui --url http://10.0.0.1:4001 --bind 0.0.0.0:8080 --token "$UI_TOKEN"
-    """
-    try:
-        from raftflow.engine.ops.ui.server import Settings, serve
-    except ImportError as exc:
-        raise CommandFailed(
-            f"the dashboard needs its extra: pip install 'raftflow[ui]' ({exc.name} is missing)",
-            Exit.USAGE,
-        ) from None
-    try:
-        settings = Settings.from_options(
-            bind=bind, token=token, users_file=users_file, read_only=read_only
-        )
-    except ValueError as exc:
-        raise CommandFailed(str(exc), Exit.USAGE) from None
-    engine = conn.engine()
-    try:
-        serve(engine, settings)
-    finally:
-        engine.close()
-
-
-COMMANDS = [queue, workers, schedules, ui]
+COMMANDS = [queue, workers, schedules]

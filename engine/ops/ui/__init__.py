@@ -1,2 +1,4 @@
 """The dashboard (``raftflow ui``; ``pip install 'raftflow[ui]'``): :mod:`.server` (the
-pages and actions), :mod:`.auth` (who may see and act, CSRF), :mod:`.timeline`."""
+pages and actions), :mod:`.guard` (the middleware), :mod:`.hosts` (the Host allow-list),
+:mod:`.auth` (who may see and act, CSRF), :mod:`.signin`, :mod:`.sessions`,
+:mod:`.users` (password hashes), :mod:`.timeline`."""

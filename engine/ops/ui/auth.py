@@ -1,59 +1,82 @@
 """Who may see the dashboard and who may act, and the CSRF check of every action.
 
+- Every request's ``Host`` must be allowed (:mod:`.hosts`): DNS rebinding cannot reach it.
 - Bound to a loopback address it may run open (anyone who can reach it is on the
-  machine). Bound to anything else it refuses to start without ``--token`` or ``--users``
+  machine). Bound to anything else it refuses to start without a token or ``--users``
   (:meth:`Settings.from_options`), and then every request is checked.
-- ``--token``: a shared secret, sent as ``Authorization: Bearer <token>`` or entered once
-  on the sign-in page, which sets an HttpOnly, SameSite=Strict cookie holding an HMAC of
-  it (never the token itself).
-- ``--users FILE``: HTTP Basic users, ``[{"username", "password" | "password_sha256",
-  "role": "admin" | "viewer"}]``; a viewer sees everything and may not act.
+- A token (``--token-file``, ``RAFTFLOW_UI_TOKEN`` or ``--token``): a shared secret, sent
+  as ``Authorization: Bearer <token>`` or entered on the sign-in page.
+- ``--users FILE`` (:mod:`.users`): HTTP Basic users, or signed in on the same page; a
+  viewer sees everything and may not act.
+- A sign-in starts a session (:mod:`.sessions`): a random id in an HttpOnly,
+  SameSite=Strict cookie (``Secure`` over TLS or behind ``--secure-cookies``), new at
+  every sign-in, ended by signing out or its expiry.
 - ``--read-only``: nobody may act (for an rqlite user with ``query`` permission only).
 - CSRF: every action is a POST carrying the value of the ``raftflow_csrf`` cookie
   (double submit; the cookie is SameSite=Strict), and a POST whose ``Origin`` names
   another host is refused.
+
+Secrets are compared in constant time (:func:`same`), as bytes: a header or cookie that
+is not ASCII is a failed check, never an error.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
+import binascii
 import hmac
 import ipaddress
-import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raftflow.engine.ops.ui.hosts import AllowedHosts
+from raftflow.engine.ops.ui.sessions import Sessions
+from raftflow.engine.ops.ui.users import User, load_users
+
 SESSION_COOKIE = "raftflow_session"
 CSRF_COOKIE = "raftflow_csrf"
-ROLES = ("admin", "viewer")
 
 
-@dataclass(frozen=True)
-class User:
-    username: str
-    password_sha256: str  # hex digest
-    role: str = "admin"
-
-    def check(self, password: str) -> bool:
-        digest = hashlib.sha256(password.encode()).hexdigest()
-        return hmac.compare_digest(digest, self.password_sha256)
+def same(given: str | None, expected: str) -> bool:
+    """Whether ``given`` equals the secret ``expected``, in constant time."""
+    if given is None:
+        return False
+    encode = "utf-8", "surrogatepass"
+    return hmac.compare_digest(given.encode(*encode), expected.encode(*encode))
 
 
 @dataclass(frozen=True)
 class Settings:
-    """How the dashboard serves: where, who may see, who may act."""
+    """How the dashboard serves: where, to which host names, who may see, who may act."""
 
     host: str = "127.0.0.1"
     port: int = 8080
     token: str | None = field(default=None, repr=False)
     users: dict[str, User] = field(default_factory=dict, repr=False)
     read_only: bool = False
+    allowed_hosts: tuple[str, ...] = ()  # beyond the defaults (:mod:`.hosts`)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    secure_cookies: bool = False  # behind a reverse proxy that serves HTTPS
 
     @property
     def open(self) -> bool:
         return self.token is None and not self.users
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def secure(self) -> bool:
+        """Whether browsers reach it over HTTPS (so its cookies are ``Secure``)."""
+        return self.tls or self.secure_cookies
+
+    @property
+    def hosts(self) -> AllowedHosts:
+        return AllowedHosts.for_bind(self.host, self.port, self.allowed_hosts, tls=self.tls)
 
     @classmethod
     def from_options(
@@ -63,6 +86,10 @@ class Settings:
         token: str | None = None,
         users_file: str | Path | None = None,
         read_only: bool = False,
+        allowed_hosts: Sequence[str] = (),
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        secure_cookies: bool = False,
     ) -> Settings:
         host, _, port_text = bind.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
@@ -71,20 +98,28 @@ class Settings:
         except ValueError:
             raise ValueError(f"--bind {bind!r}: expected HOST:PORT") from None
         if token is not None and len(token) < 16:
-            raise ValueError("--token must be at least 16 characters")
+            raise ValueError("the token must be at least 16 characters")
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together")
         users = load_users(users_file) if users_file else {}
-        settings = cls(host=host, port=port, token=token, users=users, read_only=read_only)
+        settings = cls(
+            host=host,
+            port=port,
+            token=token,
+            users=users,
+            read_only=read_only,
+            allowed_hosts=tuple(allowed_hosts),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            secure_cookies=secure_cookies,
+        )
+        settings.hosts  # noqa: B018 - raises ValueError for a bad --allowed-host now
         if settings.open and not is_loopback(host):
             raise ValueError(
                 f"refusing to serve the dashboard on {host} without authentication: pass "
-                "--token (or RAFTFLOW_UI_TOKEN) or --users FILE, or bind to 127.0.0.1"
+                "--token-file (or RAFTFLOW_UI_TOKEN) or --users FILE, or bind to 127.0.0.1"
             )
         return settings
-
-    def session_value(self) -> str:
-        """The sign-in cookie's value: an HMAC of the token, not the token."""
-        assert self.token is not None
-        return hmac.new(self.token.encode(), b"raftflow-ui-session", hashlib.sha256).hexdigest()
 
 
 def is_loopback(host: str) -> bool:
@@ -96,51 +131,53 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_users(path: str | Path) -> dict[str, User]:
-    entries = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(entries, list):
-        raise ValueError(f"{path}: expected a JSON list of users")
-    users = {}
-    for entry in entries:
-        name, role = entry.get("username"), entry.get("role", "admin")
-        digest = entry.get("password_sha256")
-        if digest is None and "password" in entry:
-            digest = hashlib.sha256(str(entry["password"]).encode()).hexdigest()
-        if not name or not digest or role not in ROLES:
-            raise ValueError(f"{path}: each user needs username, password(_sha256), role {ROLES}")
-        users[name] = User(name, str(digest).lower(), role)
-    return users
-
-
 @dataclass(frozen=True)
 class Identity:
-    """Who asks: ``name`` for display, whether they may act."""
+    """Who asks: ``name`` for display, whether they may act, whether a session says so."""
 
     name: str
     can_act: bool
+    session: bool = False
+
+
+def check_password(settings: Settings, username: str, password: str) -> Identity | None:
+    """The identity of a ``--users`` user whose password this is, else None."""
+    user = settings.users.get(username)
+    if user is None or not user.check(password):
+        return None
+    return Identity(username, user.role == "admin" and not settings.read_only)
+
+
+def check_token(settings: Settings, token: str | None) -> Identity | None:
+    if settings.token is None or not same(token, settings.token):
+        return None
+    return Identity("token", not settings.read_only)
 
 
 def identify(
-    settings: Settings, authorization: str | None, session_cookie: str | None
+    settings: Settings,
+    sessions: Sessions,
+    authorization: str | None,
+    session_cookie: str | None,
 ) -> Identity | None:
-    """The identity of a request, or None when it must authenticate."""
+    """The identity of a request, or None when it must authenticate (runs a slow password
+    hash for HTTP Basic: call it off the event loop)."""
     if settings.open:
         return Identity("local", not settings.read_only)
+    if session_cookie:
+        session = sessions.get(session_cookie)
+        if session is not None:
+            return Identity(session.name, session.can_act, session=True)
     scheme, _, credentials = (authorization or "").partition(" ")
-    if settings.token is not None:
-        if scheme.lower() == "bearer" and hmac.compare_digest(credentials, settings.token):
-            return Identity("token", not settings.read_only)
-        if session_cookie and hmac.compare_digest(session_cookie, settings.session_value()):
-            return Identity("token", not settings.read_only)
+    if scheme.lower() == "bearer":
+        return check_token(settings, credentials)
     if settings.users and scheme.lower() == "basic":
         try:
-            decoded = base64.b64decode(credentials).decode()
-        except ValueError:
+            decoded = base64.b64decode(credentials, validate=True).decode()
+        except (ValueError, binascii.Error):
             return None
         name, _, password = decoded.partition(":")
-        user = settings.users.get(name)
-        if user is not None and user.check(password):
-            return Identity(name, user.role == "admin" and not settings.read_only)
+        return check_password(settings, name, password)
     return None
 
 
@@ -151,7 +188,7 @@ def new_csrf_token() -> str:
 def csrf_ok(cookie: str | None, submitted: str | None, origin: str | None, host: str) -> bool:
     """A POST is genuine when its form echoes the CSRF cookie, and its Origin (browsers
     send it on POSTs) names this host."""
-    if not cookie or not submitted or not hmac.compare_digest(cookie, submitted):
+    if not cookie or not submitted or not same(submitted, cookie):
         return False
     if origin and origin != "null":
         return origin.split("://", 1)[-1] == host

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from raftflow.engine.ops.ui.auth import (
-    CSRF_COOKIE,
-    SESSION_COOKIE,
-    Identity,
-    Settings,
-    csrf_ok,
-    identify,
-    new_csrf_token,
-)
+from raftflow.engine.ops.ui.auth import Identity, Settings, is_loopback
+from raftflow.engine.ops.ui.guard import csrf_passes, middleware
+from raftflow.engine.ops.ui.hosts import WILDCARDS
+from raftflow.engine.ops.ui.sessions import Sessions
+from raftflow.engine.ops.ui.signin import signin_routes
 from raftflow.engine.ops.ui.timeline import durations, format_age, format_time, timeline
 from raftflow.engine.runtime.schedules import ScheduleFlows
 from raftflow.stores.inspect import Inspector
@@ -35,20 +31,13 @@ from raftflow.stores.records import Status
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from raftflow.errors import (
-    ExecutionFinishedError,
-    ExecutionNotFoundError,
-    InvalidArgumentError,
-    UnavailableError,
-)
+from raftflow.errors import ExecutionNotFoundError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
@@ -56,15 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Settings", "create_app", "serve"]
 
 HERE = Path(__file__).parent
-PUBLIC = ("/login", "/static/", "/healthz")
 WINDOWS = {"1h": 3600, "24h": 86400, "7d": 7 * 86400, "all": None}
-SECURITY_HEADERS = {
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "script-src 'self'; form-action 'self'; frame-ancestors 'none'",
-}
 
 
 def execution_url(execution_id: str) -> str:
@@ -93,8 +74,10 @@ def number_param(
     return min(max(value, kind(low)), kind(high))
 
 
-def create_app(engine: Engine, settings: Settings) -> Starlette:
-    """The dashboard's ASGI app on a connected ``engine``."""
+def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = None) -> Starlette:
+    """The dashboard's ASGI app on a connected ``engine`` (``sessions``: where sign-ins
+    are kept, a new :class:`Sessions` by default)."""
+    sessions = sessions if sessions is not None else Sessions()
     inspector = Inspector(engine.store.database)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     env = templates.env
@@ -192,12 +175,7 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         form = await _form(request)
         if not request.state.identity.can_act:
             return PlainTextResponse("this dashboard is read-only for you", status_code=403)
-        if not csrf_ok(
-            request.cookies.get(CSRF_COOKIE),
-            form.get("csrf"),
-            request.headers.get("origin"),
-            request.headers.get("host", ""),
-        ):
+        if not csrf_passes(request, form):
             return PlainTextResponse("CSRF check failed: reload the page", status_code=403)
         execution_id = form.get("id", "")
         if request.url.path == "/cancel":
@@ -210,22 +188,6 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
                 raise InvalidArgumentError(f"the message is not JSON: {exc}") from None
             await run_in_threadpool(engine.send, execution_id, message, topic)
         return RedirectResponse(execution_url(execution_id), status_code=303)
-
-    async def login(request: Request) -> Response:
-        if request.method == "GET":
-            return page(request, "login.html", error=None)
-        form = await _form(request)
-        if settings.token is None or form.get("token") != settings.token:
-            return page(request, "login.html", status_code=401, error="wrong token")
-        response = RedirectResponse("/executions", status_code=303)
-        response.set_cookie(
-            SESSION_COOKIE,
-            settings.session_value(),
-            httponly=True,
-            samesite="strict",
-            max_age=12 * 3600,
-        )
-        return response
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
@@ -242,12 +204,11 @@ def create_app(engine: Engine, settings: Settings) -> Starlette:
         Route("/send", confirm, methods=["GET"]),
         Route("/cancel", act, methods=["POST"]),
         Route("/send", act, methods=["POST"]),
-        Route("/login", login, methods=["GET", "POST"]),
+        *signin_routes(settings, sessions, page, _form),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    middleware = [Middleware(_Guard, settings=settings, page=page)]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(routes=routes, middleware=middleware(settings, sessions, page))
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -256,61 +217,44 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[-1] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
 
 
-class _Guard(BaseHTTPMiddleware):
-    """Authentication, the CSRF cookie, security headers and error pages."""
-
-    def __init__(self, app: Any, settings: Settings, page: Callable[..., Response]) -> None:
-        super().__init__(app)
-        self.settings = settings
-        self.page = page
-
-    async def dispatch(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        path = request.url.path
-        identity = identify(
-            self.settings,
-            request.headers.get("authorization"),
-            request.cookies.get(SESSION_COOKIE),
-        )
-        if identity is None and not path.startswith(PUBLIC):
-            return self._challenge(request)
-        request.state.identity = identity or Identity("anonymous", False)
-        csrf = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
-        request.state.csrf = csrf
-        try:
-            response = await call_next(request)
-        except ExecutionNotFoundError as exc:
-            response = self.page(request, "error.html", 404, title="Not found", message=str(exc))
-        except (ExecutionFinishedError, InvalidArgumentError) as exc:
-            response = self.page(request, "error.html", 400, title="Refused", message=str(exc))
-        except UnavailableError as exc:
-            response = self.page(
-                request, "error.html", 503, title="Cluster unavailable", message=str(exc)
-            )
-        if CSRF_COOKIE not in request.cookies:
-            response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
-
-    def _challenge(self, request: Request) -> Response:
-        if self.settings.token is not None and "text/html" in request.headers.get("accept", ""):
-            return RedirectResponse("/login", status_code=303)
-        headers = {"WWW-Authenticate": 'Basic realm="raftflow"'} if self.settings.users else {}
-        return PlainTextResponse("authentication required", status_code=401, headers=headers)
-
-
 def serve(engine: Engine, settings: Settings) -> None:
-    """Serve the dashboard until Ctrl-C (uvicorn)."""
+    """Serve the dashboard until Ctrl-C (uvicorn; HTTPS with ``settings.tls_cert``)."""
     import uvicorn
 
     app = create_app(engine, settings)
     auth = "open (loopback)" if settings.open else "authenticated"
     mode = ", read-only" if settings.read_only else ""
+    scheme = "https" if settings.tls else "http"
     print(
-        f"raftflow dashboard on http://{settings.host}:{settings.port}/ ({auth}{mode})", flush=True
+        f"raftflow dashboard on {scheme}://{settings.host}:{settings.port}/ ({auth}{mode})",
+        flush=True,
     )
+    for line in startup_warnings(settings):
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     started = time.monotonic()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
+    )
     print(f"dashboard stopped after {time.monotonic() - started:.0f}s", flush=True)
+
+
+def startup_warnings(settings: Settings) -> list[str]:
+    """What an operator should know about how this dashboard is exposed."""
+    warnings = []
+    if not settings.open and not settings.secure and not is_loopback(settings.host):
+        warnings.append(
+            "sign-ins and session cookies cross the network in clear text: pass --tls-cert "
+            "and --tls-key, or serve it behind an HTTPS reverse proxy with --secure-cookies"
+        )
+    if settings.host in WILDCARDS and not settings.allowed_hosts:
+        warnings.append(
+            f"listening on {settings.host or 'all addresses'}, it answers only requests for "
+            "localhost: name the others with --allowed-host (this machine's name, a proxy's)"
+        )
+    return warnings
