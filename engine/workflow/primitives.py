@@ -27,6 +27,7 @@ from typing import Any
 
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.events import RUN
+from raftflow.engine.workflow.outcomes import message_of
 from raftflow.engine.workflow.registry import Registry, WorkflowDef
 from raftflow.engine.workflow.steppath import Io, Outcome, StepFlow, call_begin, suspend, wait_until
 from raftflow.stores.records import ErrorInfo, StartOutcome, Status, StepRecord
@@ -212,7 +213,7 @@ def _stage_outcome(
 ) -> StepRecord:
     if outcome.error is None:
         return run.stage(index, kind, name, "succeeded", output=to_json(value, what=kind))
-    info = ErrorInfo(type(outcome.error).__name__, str(outcome.error))
+    info = ErrorInfo(type(outcome.error).__name__, message_of(outcome.error))
     return run.stage(index, kind, name, "failed", error=to_json(info.to_json(), what=kind))
 
 
