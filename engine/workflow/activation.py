@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
+from raftflow.engine.workflow.callorder import CallOrder
 from raftflow.engine.workflow.events import RUN_TEXT
 from raftflow.engine.workflow.outcomes import encode_result, error_info, error_json
 from raftflow.engine.workflow.registry import Codec, Registry, StepDef, WorkflowDef
@@ -147,6 +148,7 @@ class Activation:
         self.sent: Staged | None = None  # the staged call of the last commit sent
         self.in_step = False
         self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
+        self.calls = CallOrder(Unwind)  # an async workflow's concurrent calls, one at a time
         #: Set when the run gave up for a reason outside user code: hand the lease back.
         self.failure: BaseException | None = None
         # Turns (sticky continuation): the worker awaits ``turn``, which the run resolves
