@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from raftflow import Engine, Status, WorkflowFailedError
+from raftflow import Engine, Retry, Status, WorkflowFailedError
 
 #: A file name that is not valid UTF-8, as ``os.listdir`` returns it (surrogateescape).
 NAME = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
@@ -112,3 +112,25 @@ def test_an_outcome_that_cannot_be_encoded_is_the_recorded_error(
     assert step.succeeded is (where == "workflow")
     if where == "step":
         assert step.error is not None and step.error.message in message
+
+
+def test_a_retried_attempts_unencodable_message_is_recorded_in_its_history(
+    engine: Engine,
+) -> None:
+    attempts: list[int] = []
+
+    @engine.step(retry=Retry(max_attempts=2, delay=0.01))
+    def opens() -> None:
+        attempts.append(1)
+        surrogate_error()
+
+    @engine.workflow
+    def wf() -> None:
+        opens()
+
+    handle = engine.start(wf)
+    with engine.running_worker(), pytest.raises(WorkflowFailedError, match=r"caf\\udce9"):
+        handle.result(timeout=10)
+    assert attempts == [1, 1]
+    (step,) = handle.steps()
+    assert [a.message for a in step.history] == ["cannot open caf\\udce9.txt"]
