@@ -24,8 +24,10 @@ def to_json(value: Any, *, what: str, limit: int = MAX_PAYLOAD_BYTES) -> str:
     """Serialize ``value`` to compact JSON text, or raise :class:`InvalidArgumentError`.
 
     Pydantic models, dataclasses, datetimes, UUIDs and the like become their JSON form.
-    NaN and infinities are refused (JSON has none), and so are strings that are not valid
-    Unicode (lone surrogates), which would not survive the trip through rqlite.
+    NaN and infinities are refused (JSON has none): this is the one check of them, so the
+    codecs pass them through (:class:`~raftflow.engine.workflow.registry.Codec`). Strings that are
+    not valid Unicode (lone surrogates) are refused too: they would not survive the trip
+    through rqlite.
     """
     try:
         text = json.dumps(
@@ -37,6 +39,10 @@ def to_json(value: Any, *, what: str, limit: int = MAX_PAYLOAD_BYTES) -> str:
         )
         size = len(text.encode("utf-8"))
     except (TypeError, ValueError, pydantic_core.PydanticSerializationError) as exc:
+        if str(exc).startswith("Out of range float values"):  # json's allow_nan=False
+            raise InvalidArgumentError(
+                f"{what} holds NaN or an infinity, which JSON cannot represent"
+            ) from None
         raise InvalidArgumentError(f"{what} is not JSON-serializable: {exc}") from None
     except RecursionError:
         raise InvalidArgumentError(f"{what} is nested too deeply to serialize") from None

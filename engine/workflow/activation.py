@@ -21,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import traceback
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pydantic
-from pydantic_core import PydanticSerializationError
+from raftflow.engine.workflow.callorder import CallOrder
 from raftflow.engine.workflow.events import RUN_TEXT
+from raftflow.engine.workflow.outcomes import encode_result, error_info, error_json
 from raftflow.engine.workflow.registry import Codec, Registry, StepDef, WorkflowDef
 from raftflow.stores.commit import Commit, CommitOutcome, Write
 from raftflow.stores.records import AttemptRecord, Claimed, ErrorInfo, Signal, Status, StepRecord
@@ -37,7 +37,6 @@ from raftflow.transports.payload import from_json, to_json
 from raftflow.errors import (
     HistoryLimitError,
     InputValidationError,
-    InvalidArgumentError,
     NonDeterminismError,
     RaftflowError,
     StepError,
@@ -52,11 +51,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 log = logging.getLogger("raftflow.worker")
-
-#: Longest traceback kept with an error (the tail is kept: it names the failing line).
-MAX_TRACEBACK_CHARS = 16_000
-#: Longest error message kept (a huge one must not make the record itself too large).
-MAX_MESSAGE_CHARS = 16_000
 
 
 class Host(Protocol):
@@ -130,15 +124,6 @@ class Staged:
     attempt_started: float = 0.0
 
 
-def error_info(exc: BaseException) -> ErrorInfo:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return ErrorInfo(
-        type=type(exc).__qualname__,
-        message=str(exc)[:MAX_MESSAGE_CHARS],
-        traceback=text[-MAX_TRACEBACK_CHARS:],
-    )
-
-
 class Activation:
     """The state of one run: the lease, the recorded calls and the position in them."""
 
@@ -163,6 +148,7 @@ class Activation:
         self.sent: Staged | None = None  # the staged call of the last commit sent
         self.in_step = False
         self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
+        self.calls = CallOrder(Unwind)  # an async workflow's concurrent calls, one at a time
         #: Set when the run gave up for a reason outside user code: hand the lease back.
         self.failure: BaseException | None = None
         # Turns (sticky continuation): the worker awaits ``turn``, which the run resolves
@@ -286,7 +272,7 @@ class Activation:
         ``writes``: a transaction step's, committed with the record (dropped when the
         step failed)."""
         output, exc = self._encode(step.output, value, exc, f"step {step.name!r}")
-        error = None if exc is None else to_json(error_info(exc).to_json(), what="step error")
+        error = None if exc is None else error_json(exc, what="step error")
         return self.stage(
             index,
             "step",
@@ -457,22 +443,11 @@ class Activation:
     def _encode(
         self, codec: Codec, value: Any, exc: Exception | None, what: str
     ) -> tuple[str | None, Exception | None]:
-        """A result as JSON text, or the error that makes it unusable (it becomes the
-        outcome: a result that does not match its annotation is the code's bug)."""
+        """A result as JSON text, or the error that makes it the outcome (see
+        :func:`~raftflow.engine.outcomes.encode_result`)."""
         if exc is not None:
             return None, exc
-        try:
-            return to_json(
-                codec.to_json_value(value),
-                what=f"result of {what}",
-                limit=self.host.max_payload_bytes,
-            ), None
-        except (pydantic.ValidationError, PydanticSerializationError) as bad:
-            return None, InvalidArgumentError(
-                f"result of {what} does not match its annotation {codec.annotation!r}: {bad}"
-            )
-        except InvalidArgumentError as bad:
-            return None, bad
+        return encode_result(codec, value, what=what, limit=self.host.max_payload_bytes)
 
     # -- commits (on the worker's loop) ---------------------------------------------------
 

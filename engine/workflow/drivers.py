@@ -56,7 +56,12 @@ def drive(run: Activation, flow: StepFlow[T]) -> T:
 
 
 async def adrive(run: Activation, flow: StepFlow[T]) -> T:
-    """Run a step-path flow to its end on the worker's loop (an async workflow)."""
+    """Run a step-path flow to its end on the worker's loop (an async workflow's call), in
+    its turn among the workflow's concurrent calls (:mod:`raftflow.engine.workflow.callorder`)."""
+    return await run.calls.call(lambda: _adrive(run, flow))
+
+
+async def _adrive(run: Activation, flow: StepFlow[T]) -> T:
     reply: Any = None
     while not isinstance(command := _advance(run, flow, reply), _Done):
         reply = await _aperform(run, command)
@@ -76,7 +81,7 @@ async def run_async(run: Activation) -> None:
     """An async workflow's whole run (all its turns), as a task on the worker's loop."""
     try:
         with suppress(Unwind):
-            await adrive(run, run_workflow(run))
+            await _adrive(run, run_workflow(run))
     finally:
         run.end_turn("done")
 
@@ -134,6 +139,7 @@ async def _aperform(run: Activation, command: Command) -> Any:
     else:
         with _workflow_code(run, outcome):
             outcome.value = await run.workflow.fn(*run.args())
+        await run.calls.end()  # a call still under way is recorded before the outcome
     return outcome
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.events import RUN
+from raftflow.engine.workflow.outcomes import message_of
 from raftflow.engine.workflow.registry import Registry, WorkflowDef
 from raftflow.engine.workflow.steppath import Io, Outcome, StepFlow, call_begin, suspend, wait_until
 from raftflow.stores.records import ErrorInfo, StartOutcome, Status, StepRecord
@@ -98,10 +99,12 @@ def start_child(
     priority: int,
     limit: tuple[str, int] | None = None,
 ) -> StepFlow[str]:
-    """Start a child execution once (its id is ``<parent>/<index>`` unless given)."""
+    """Start a child execution once (its id is :func:`default_child_id` unless given). An
+    execution that has the id and is not this one's child is refused, not adopted: the
+    parent would wait for ever for it (only its own children wake it)."""
     index, record = yield from call_begin(run, "child", definition.name)
     if record is None:
-        child_id = execution_id or f"{run.execution_id}/{index}"
+        child_id = execution_id or default_child_id(run, index)
         flow = run.host.flows.start(
             child_id,
             definition.name,
@@ -113,17 +116,40 @@ def start_child(
             limit=limit,
         )
         outcome: Outcome = yield Io(flow)
-        started = outcome.value
-        if isinstance(started, StartOutcome) and started.record.workflow != definition.name:
-            outcome = Outcome(
-                error=ExecutionConflictError(
-                    f"execution {child_id!r} exists and runs {started.record.workflow!r}, "
-                    f"not {definition.name!r}"
-                )
-            )
+        if isinstance(outcome.value, StartOutcome):
+            refusal = _not_a_child(run, child_id, definition, outcome.value)
+            outcome = outcome if refusal is None else Outcome(error=refusal)
         record = _stage_outcome(run, index, "child", definition.name, outcome, child_id)
     _raise_refusal(record.error)
     return str(record.output)
+
+
+def default_child_id(run: Activation, index: int) -> str:
+    """``<parent id>/<call index>``; from the second run on (``continue_as_new``), with
+    the run's number (``<parent id>/run2/<call index>``): a run's children are its own."""
+    number = run.record.run
+    return (
+        f"{run.execution_id}/{index}" if number == 1 else f"{run.execution_id}/run{number}/{index}"
+    )
+
+
+def _not_a_child(
+    run: Activation, child_id: str, definition: WorkflowDef, started: StartOutcome
+) -> ExecutionConflictError | None:
+    """Why the execution found at ``child_id`` cannot be this call's child, if it cannot."""
+    found = started.record
+    if found.workflow != definition.name:
+        return ExecutionConflictError(
+            f"execution {child_id!r} exists and runs {found.workflow!r}, not {definition.name!r}"
+        )
+    if not started.created and found.parent_id != run.execution_id:
+        how = "independently" if found.parent_id is None else f"by {found.parent_id!r}"
+        return ExecutionConflictError(
+            f"execution {child_id!r} exists, started {how}: it is not a child of "
+            f"{run.execution_id!r}, which would wait for it for ever; give the child "
+            "an execution_id of its own"
+        )
+    return None
 
 
 def wait_child(run: Activation, child_id: str, timeout: float | None) -> StepFlow[Any]:
@@ -212,7 +238,7 @@ def _stage_outcome(
 ) -> StepRecord:
     if outcome.error is None:
         return run.stage(index, kind, name, "succeeded", output=to_json(value, what=kind))
-    info = ErrorInfo(type(outcome.error).__name__, str(outcome.error))
+    info = ErrorInfo(type(outcome.error).__name__, message_of(outcome.error))
     return run.stage(index, kind, name, "failed", error=to_json(info.to_json(), what=kind))
 
 

@@ -22,6 +22,10 @@ from raftflow.transports.payload import check_id, check_seconds
 
 from raftflow.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
 
+#: NaN and infinities pass through a codec as they are, for the one check of them to
+#: refuse (:func:`~raftflow.transports.payload.to_json`): pydantic's JSON mode writes null.
+_KEEP = pydantic.ConfigDict(ser_json_inf_nan="constants")
+
 
 @dataclass(frozen=True)
 class Codec:
@@ -32,7 +36,11 @@ class Codec:
 
     @classmethod
     def of(cls, annotation: Any) -> Codec:
-        return cls(annotation, pydantic.TypeAdapter(annotation))
+        try:
+            adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(annotation, config=_KEEP)
+        except pydantic.PydanticUserError:  # a model, dataclass or TypedDict: its own config
+            adapter = pydantic.TypeAdapter(annotation)
+        return cls(annotation, adapter)
 
     def to_json_value(self, value: Any) -> Any:
         """The JSON form of ``value`` (validated first, so a wrong type fails here)."""
