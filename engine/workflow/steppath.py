@@ -42,6 +42,8 @@ from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.records import StepRecord
 from raftflow.transports.db.flow import Flow
 
+from raftflow.errors import DatabaseError
+
 T = TypeVar("T")
 
 #: Waits up to this long pause in place, holding the lease; longer ones park the event.
@@ -227,10 +229,15 @@ def call_transaction(
 
 def send(run: Activation, commit: Commit) -> StepFlow[CommitOutcome]:
     """Send a commit. One whose transaction step's writes were refused (``aborted``)
-    applied nothing, and the workflow already went on with that step's result: rewind."""
+    applied nothing, and the workflow already went on with that step's result: rewind.
+    One whose writes the database failed (``failed``: disk full, I/O...) applied nothing
+    either, and is no outcome of the step: the execution is handed back."""
     outcome: CommitOutcome = yield SendCommit(commit)
     if outcome.aborted is not None:
         yield from rewind(run, commit, outcome.aborted)
+    if outcome.failed is not None:
+        failure = DatabaseError(outcome.failed)
+        raise run.give_up("the database failed a transaction step's writes", failure)
     return outcome
 
 

@@ -158,7 +158,10 @@ class SqliteConnection:
             result = self._run_one(statement.sql, statement.params)
             results.append(result)
             if result.error is not None:
-                self._db.execute("ROLLBACK")
+                # SQLite may have rolled the transaction back itself (SQLITE_FULL, an I/O
+                # error...): a ROLLBACK then fails and would hide the statement's error.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 missing = len(request.statements) - len(results)
                 results.extend(
                     Result(error=f"not executed: {result.error}") for _ in range(missing)
@@ -168,8 +171,9 @@ class SqliteConnection:
             self._db.execute("COMMIT")
         except sqlite3.OperationalError:
             # Busy (only outside WAL mode: readers hold the file): the transaction is
-            # still open; nothing of it applied.
-            self._db.execute("ROLLBACK")
+            # still open; nothing of it applied. (A failed fsync ends it already.)
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
         return tuple(results)
 
