@@ -25,6 +25,7 @@ from raftflow.stores.records import (
 )
 from raftflow.stores.rows import (
     STARTED_COLUMNS,
+    cancelled_error,
     execution_from_row,
     read,
     start_params,
@@ -221,17 +222,24 @@ class StoreFlows:
         response.raise_for_errors()
 
     def cancel(self, execution_id: str, reason: str = "cancelled") -> Flow[Status]:
-        """Ask for the cancel of an execution (one statement) and return its status then: a
-        finished one keeps its status; another is cancelled by the next worker to handle
-        it, at its next step boundary."""
+        """Cancel an execution (one transactional request) and return its status before:
+        a finished one keeps its status; one that no worker has started (pending, its
+        event not leased) is cancelled at once and its events removed; another is
+        cancelled by the next worker to handle it, at its next step boundary."""
         check_id(execution_id, what="execution_id")
         now = yield from self.clock.now()
         params = {"id": execution_id, "reason": reason, "now": now}
+        unstarted = {**params, "error": cancelled_error(reason), "commit_id": uuid.uuid4().hex}
         response = yield Request(
-            (QUERIES("cancel", params), QUERIES("status", {"id": execution_id})),
+            (
+                QUERIES("status", {"id": execution_id}),
+                QUERIES("cancel_unstarted", unstarted),
+                QUERIES("cancel_unstarted_events", unstarted),
+                QUERIES("cancel", params),
+            ),
             transaction=True,
         )
-        row = response.raise_for_errors()[1].first()
+        row = response.raise_for_errors()[0].first()
         if row is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return Status(row["status"])

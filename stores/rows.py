@@ -7,7 +7,7 @@ from typing import Any
 
 from raftflow.stores.records import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 from raftflow.transports.db.flow import Flow, Request, Statement
-from raftflow.transports.payload import from_json
+from raftflow.transports.payload import from_json, to_json
 
 
 def read(
@@ -65,6 +65,11 @@ def start_params(
         "limit_max": limit_max,
         "debounce_until": debounce_until,
     }
+
+
+def cancelled_error(reason: str) -> str:
+    """The stored error of a cancelled execution: why it was cancelled."""
+    return to_json(ErrorInfo("Cancelled", reason).to_json(), what="cancel reason")
 
 
 def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:

@@ -373,6 +373,25 @@ SELECT status, COUNT(*) AS n FROM executions GROUP BY status;
 INSERT INTO signal_sends (execution_id, topic, payload, key, now)
 VALUES (:execution_id, :topic, :payload, :key, :now);
 
+-- name: cancel_unstarted
+-- An execution no worker has started -- pending, no event of its group leased: queued,
+-- waiting for a concurrency slot, or debounced -- is cancelled in this statement (no
+-- worker need run). A claim is ordered by Raft before or after it: before, the event is
+-- leased and this changes nothing (`cancel` below asks the worker to end it); after, the
+-- claim finds no event (`cancel_unstarted_events`). Going final fires the triggers of any
+-- finish: the parent woken, the concurrency slot freed.
+UPDATE executions SET status = 'cancelled', error = :error,
+                      cancel_reason = COALESCE(cancel_reason, :reason),
+                      updated_at = :now, completed_at = :now, commit_id = :commit_id
+WHERE id = :id AND status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = :id
+                  AND locked_by IS NOT NULL AND locked_by <> '__parked__');
+
+-- name: cancel_unstarted_events
+-- Its queued (or parked) events go with it, only if the statement above cancelled it.
+DELETE FROM messages WHERE group_id = :id
+  AND EXISTS (SELECT 1 FROM executions WHERE id = :id AND commit_id = :commit_id);
+
 -- name: cancel
 INSERT INTO execution_cancels (id, reason, now) VALUES (:id, :reason, :now);
 

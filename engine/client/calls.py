@@ -282,8 +282,10 @@ class ClientCalls:
     def cancel(self, execution_id: str) -> Status:
         """Cancel an execution: it stops at its next step boundary (a running step
         finishes and is recorded; no further step starts), its status becomes
-        ``cancelled``, its children are cancelled with it. A finished execution is left
-        as it is. Returns the status it had when the cancel was written."""
+        ``cancelled``, its children are cancelled with it. One that no worker has started
+        (pending, its event not leased) is cancelled at once, its event removed. A
+        finished execution is left as it is. Returns the status it had when the cancel
+        was written."""
         check_id(execution_id, what="execution_id")
         return self.store.run(self.store.flows.cancel(execution_id))
 

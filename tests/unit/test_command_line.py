@@ -90,8 +90,10 @@ def test_on_sqlite_a_whole_round(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert capsys.readouterr().out.strip() == "a1"
     assert main(["result", "a1", "--timeout", "0.05", "--url", url]) == Exit.TIMEOUT
     assert main(["send", "a1", '{"ok": true}', "--topic", "review", "--url", url]) == 0
-    assert main(["cancel", "a1", "--json", "--url", url]) == 0
     capsys.readouterr()
+    assert main(["cancel", "a1", "--json", "--url", url]) == 0  # no worker ever ran it
+    cancel = json.loads(capsys.readouterr().out)
+    assert (cancel["status"], cancel["status_now"]) == ("pending", "cancelled")
     assert main(["list", "--json", "--workflow", "approval", "--url", url]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["id"] == "a1" and row["cancel_reason"] == "cancelled"

@@ -339,7 +339,8 @@ def executions(
 @json_option
 def cancel(execution_id: str, conn: Connection, as_json: bool) -> None:
     """Cancel execution ID: it stops at its next step boundary (a running step
-    finishes), its children with it. A finished execution is left as it is.
+    finishes), its children with it; one that no worker has started is cancelled at
+    once. A finished execution is left as it is.
 
     \b
     Example:
@@ -348,12 +349,22 @@ def cancel(execution_id: str, conn: Connection, as_json: bool) -> None:
     engine = conn.engine()
     try:
         before = engine.cancel(execution_id)
+        now = before if before.is_final else engine.get(execution_id).status()
     finally:
         engine.close()
     if as_json:
-        print_json({"id": execution_id, "status": before.value, "cancelled": not before.is_final})
+        print_json(
+            {
+                "id": execution_id,
+                "status": before.value,
+                "cancelled": not before.is_final,
+                "status_now": now.value,
+            }
+        )
     elif before.is_final:
         click.echo(f"{execution_id} is already {before.value}: nothing to cancel")
+    elif now is Status.CANCELLED:
+        click.echo(f"{execution_id}: cancelled (it was {before.value})")
     else:
         click.echo(f"{execution_id}: cancel requested (it was {before.value})")
 
