@@ -254,10 +254,11 @@ def _is_busy(error: str | None) -> bool:
 def connect_url(url: str) -> SqliteConnection:
     """A :class:`SqliteConnection` to a ``sqlite:`` URL (:func:`path_from_url`), with the
     options of its query: ``synchronous=full`` (the default) or ``normal``."""
-    return SqliteConnection(path_from_url(url), **_url_options(url))
+    path = path_from_url(url)
+    return SqliteConnection(path, synchronous=_synchronous_of(url))
 
 
-def _url_options(url: str) -> dict[str, str]:
+def _synchronous_of(url: str) -> str:
     query = url.partition("?")[2]
     try:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
@@ -273,7 +274,7 @@ def _url_options(url: str) -> dict[str, str]:
         if name in options:
             raise ConfigurationError(f"option {name!r} given twice in a sqlite URL")
         options[name] = _check_synchronous(value)
-    return options
+    return options.get("synchronous", SYNCHRONOUS[0])
 
 
 def _check_synchronous(value: object) -> str:
