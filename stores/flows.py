@@ -245,8 +245,9 @@ class StoreFlows:
         return Status(row["status"])
 
     def resume(self, execution_id: str, event: Any) -> Flow[bool]:
-        """Queue a failed or cancelled execution again (one statement); False for any
-        other status, which is left as it is."""
+        """Queue a failed or cancelled execution again (one transactional request); False
+        for any other status, which is left as it is. The step it runs again keeps its
+        failed attempts in its history."""
         check_id(execution_id, what="execution_id")
         commit_id = uuid.uuid4().hex
         params = {
@@ -256,10 +257,17 @@ class StoreFlows:
             "commit_id": commit_id,
         }
         check = {"id": execution_id, "commit_id": commit_id}
+        kept = {"id": execution_id, "now": params["now"]}
         response = yield Request(
-            (QUERIES("resume", params), QUERIES("resumed", check)), transaction=True
+            (
+                QUERIES("resume_set_aside", kept),
+                QUERIES("resume", params),
+                QUERIES("resume_kept", kept),
+                QUERIES("resumed", check),
+            ),
+            transaction=True,
         )
-        row = response.raise_for_errors()[1].first()
+        row = response.raise_for_errors()[3].first()
         if row is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return bool(row["resumed"])
@@ -267,8 +275,9 @@ class StoreFlows:
     def fork(
         self, source: str, from_step: int, execution_id: str, event: Any
     ) -> Flow[ExecutionRecord]:
-        """A new execution reusing ``source``'s first ``from_step`` records (one statement;
-        idempotent by ``execution_id``)."""
+        """A new execution reusing ``source``'s first ``from_step`` records (one
+        transactional request; idempotent by ``execution_id``). :class:`InvalidArgumentError`
+        for a ``from_step`` past the source's recorded calls (nothing is written)."""
         check_id(source, what="execution_id")
         check_id(execution_id, what="execution_id")
         if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0:
@@ -282,12 +291,27 @@ class StoreFlows:
             "commit_id": uuid.uuid4().hex,
         }
         response = yield Request(
-            (QUERIES("fork", params), QUERIES("get", {"id": execution_id})), transaction=True
+            (
+                QUERIES("fork_range", params),
+                QUERIES("fork", params),
+                QUERIES("get", {"id": execution_id}),
+            ),
+            transaction=True,
         )
-        error = response[0].error
-        if error is not None and "raftflow: no such execution" in error:
+        error = response[1].error
+        range_ = response[0].first() or {}
+        if (error is not None and "raftflow: no such execution" in error) or (
+            error is None and not range_.get("found")
+        ):
             raise ExecutionNotFoundError(f"no execution has id {source!r}")
-        row = response.raise_for_errors()[1].first()
+        results = response.raise_for_errors()
+        calls = int(range_.get("calls") or 0)
+        if from_step > calls:
+            raise InvalidArgumentError(
+                f"execution {source!r} recorded {calls} call(s): from_step must be "
+                f"0..{calls}, not {from_step}"
+            )
+        row = results[2].first()
         if row is None:
             raise ExecutionNotFoundError(f"execution {execution_id!r} could not be forked")
         return execution_from_row(row)

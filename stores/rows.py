@@ -117,6 +117,7 @@ def step_from_row(row: dict[str, Any]) -> StepRecord:
                 message=str(entry["message"]),
                 started_at=float(entry["started_at"]),
                 ended_at=float(entry["ended_at"]),
+                resumed_at=entry.get("resumed_at"),
             )
             for entry in from_json(row.get("history") or "[]")
         ),

@@ -398,16 +398,52 @@ INSERT INTO execution_cancels (id, reason, now) VALUES (:id, :reason, :now);
 -- name: status
 SELECT status, cancel_reason FROM executions WHERE id = :id;
 
+-- name: resume_set_aside
+-- engine.resume() runs again the step that failed the execution (its last call) or that
+-- was cancelled while retrying; the trigger of `execution_resumes` deletes that record.
+-- Its failed attempts are kept: in the same transaction, before the trigger, the record
+-- takes a status the trigger leaves alone, its history the last attempt marked
+-- `resumed_at` (appended from the record for a failed one: its start is not recorded
+-- after the first attempt, the previous attempt's end stands in), due now.
+-- `resume_kept` makes it `retrying`: the step runs its next attempt, its Retry counting
+-- from the resume. Other calls (waits, children...) are left to the trigger.
+UPDATE steps SET
+  status = 'resuming',
+  wake_at = :now,
+  history = CASE status
+    WHEN 'failed' THEN json_insert(COALESCE(history, '[]'), '$[#]', json_object(
+      'attempt', attempts, 'type', json_extract(error, '$.type'),
+      'message', json_extract(error, '$.message'),
+      'started_at', COALESCE(json_extract(history, '$[#-1].ended_at'), started_at),
+      'ended_at', ended_at, 'resumed_at', :now))
+    ELSE json_set(history, '$[#-1].resumed_at', :now) END
+WHERE execution_id = :id AND kind = 'step'
+  AND EXISTS (SELECT 1 FROM executions WHERE id = :id AND status IN ('failed', 'cancelled'))
+  AND (status = 'retrying'
+       OR (status = 'failed' AND idx = (SELECT MAX(idx) FROM steps WHERE execution_id = :id)));
+
 -- name: resume
 INSERT INTO execution_resumes (id, event, now, commit_id)
 VALUES (:id, :event, :now, :commit_id);
 
+-- name: resume_kept
+UPDATE steps SET status = 'retrying' WHERE execution_id = :id AND status = 'resuming';
+
 -- name: resumed
 SELECT commit_id = :commit_id AS resumed, status FROM executions WHERE id = :id;
 
+-- name: fork_range
+-- engine.fork()'s check, in its request: does the source exist, and how many calls did it
+-- record (from_step is 0 .. that number; beyond it the fork would copy every record,
+-- the one that failed included, and fail at once).
+SELECT EXISTS (SELECT 1 FROM executions WHERE id = :source) AS found,
+       (SELECT COALESCE(MAX(idx) + 1, 0) FROM steps WHERE execution_id = :source) AS calls;
+
 -- name: fork
+-- Nothing for a from_step out of that range.
 INSERT INTO execution_forks (id, source, from_step, event, now, commit_id)
-VALUES (:id, :source, :from_step, :event, :now, :commit_id);
+SELECT :id, :source, :from_step, :event, :now, :commit_id
+WHERE :from_step <= (SELECT COALESCE(MAX(idx) + 1, 0) FROM steps WHERE execution_id = :source);
 
 -- name: set_event
 INSERT INTO events (execution_id, key, value, updated_at)

@@ -295,7 +295,8 @@ class ClientCalls:
 
     def resume(self, execution_id: str) -> bool:
         """Run a failed or cancelled execution again from its last recorded step, on the
-        code deployed now (the step that failed it runs again; the steps before it are
+        code deployed now (the step that failed it runs again, with a new round of its
+        ``Retry`` and its failed attempts kept in its history; the steps before it are
         replayed from their records). False, and nothing changes, for any other status."""
         check_id(execution_id, what="execution_id")
         return self.store.run(self.store.flows.resume(execution_id, RUN))
@@ -306,7 +307,9 @@ class ClientCalls:
         """Start a new execution of the same workflow and input that reuses the recorded
         results of ``execution_id``'s calls ``0 .. from_step - 1`` (their functions are not
         called) and runs from call ``from_step`` on the code deployed now: fix the bug,
-        then run again from the step that failed. Idempotent by ``new_execution_id``."""
+        then run again from the step that failed. Idempotent by ``new_execution_id``.
+        :class:`InvalidArgumentError` for a ``from_step`` past the calls ``execution_id``
+        recorded (nothing is written)."""
         new_id = new_execution_id or uuid.uuid4().hex
         self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN))
         return WorkflowHandle(self, new_id)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ import pytest
 from raftflow.engine.ops.cli import cli, main
 from raftflow.engine.ops.cli.common import Exit, Progress, exit_code_of, parse_since
 
+from raftflow import Engine, WorkflowFailedError
 from raftflow.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -98,6 +99,39 @@ def test_on_sqlite_a_whole_round(capsys: pytest.CaptureFixture[str], tmp_path: P
     (row,) = json.loads(capsys.readouterr().out)
     assert row["id"] == "a1" and row["cancel_reason"] == "cancelled"
     assert main(["get", "nope", "--url", url]) == Exit.FAILED
+
+
+def test_fork_refuses_a_step_past_the_recorded_calls(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/fork.db"
+    engine = Engine.from_url(url)
+
+    @engine.step
+    def fetch() -> int:
+        return 1
+
+    @engine.step
+    def boom(x: int) -> None:
+        raise RuntimeError(f"boom {x}")
+
+    @engine.workflow
+    def job() -> None:
+        boom(fetch())
+
+    try:
+        handle = engine.start(job, execution_id="job-1")
+        with engine.running_worker(), pytest.raises(WorkflowFailedError):
+            handle.result(timeout=10)
+    finally:
+        engine.close()
+    capsys.readouterr()
+    assert main(["fork", "job-1", "--from-step", "9", "--url", url]) == Exit.USAGE
+    err = capsys.readouterr().err
+    assert "recorded 2 call(s): from_step must be 0..2, not 9" in err
+    assert "Traceback" not in err
+    assert main(["fork", "job-1", "--from-step", "1", "--id", "job-1-b", "--url", url]) == 0
+    assert "job-1-b: forked from job-1 at call 1" in capsys.readouterr().out
 
 
 def test_exit_codes_of_errors() -> None:
