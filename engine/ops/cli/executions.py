@@ -261,14 +261,15 @@ def steps(execution_id: str, conn: Connection, as_json: bool) -> None:
     """
     engine = conn.engine()
     try:
-        handle = engine.get(execution_id)
-        records = handle.steps()
+        detail = Inspector(engine.store.database).detail(execution_id)
     finally:
         engine.close()
     if as_json:
-        print_json(records)
+        print_json(detail.steps)
     else:
-        click.echo(table([step_row(s) for s in records], STEP_HEADERS))
+        live = not detail.execution.status.is_final
+        rows = [step_row(s, detail.now, live) for s in detail.steps]
+        click.echo(table(rows, STEP_HEADERS))
 
 
 @click.command(name="list")
@@ -295,15 +296,15 @@ def list_(
     since_ts = parse_since(since)
     engine = conn.engine()
     try:
-        records = Inspector(engine.store.database).list(
-            status=status, workflow=workflow, since=since_ts, limit=limit
-        )
+        inspector = Inspector(engine.store.database)
+        records = inspector.list(status=status, workflow=workflow, since=since_ts, limit=limit)
+        now = inspector.now()
     finally:
         engine.close()
     if as_json:
         print_json([_summary(r) for r in records])
     else:
-        click.echo(table([execution_row(r) for r in records], EXECUTION_HEADERS))
+        click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
 
 
 def _summary(record: ExecutionRecord) -> dict[str, Any]:
@@ -325,12 +326,13 @@ def executions(
     engine = conn.engine()
     try:
         records = engine.list(status=status, limit=limit)
+        now = Inspector(engine.store.database).now()
     finally:
         engine.close()
     if as_json:
         print_json([_summary(r) for r in records])
     else:
-        click.echo(table([execution_row(r) for r in records], EXECUTION_HEADERS))
+        click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
 
 
 @click.command()
