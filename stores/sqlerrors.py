@@ -1,7 +1,7 @@
 """Whose failure a statement error of a transaction step is: the step's, or the database's.
 
 A transaction step's own SQL may be refused for what it says, and that is the step's
-outcome (its attempt fails with :class:`~raftflow.engine.errors.TransactionAbortedError`,
+outcome (its attempt fails with :class:`~raftflow.errors.TransactionAbortedError`,
 nothing written, retried per its ``Retry`` and recorded):
 
 - a constraint of the user's schema: UNIQUE (a primary key too), CHECK, NOT NULL,

@@ -1,4 +1,4 @@
-"""Retention and children (engine/retention.py, stores/schedules.sql): a finished child is
+"""Retention and children (engine/runtime/retention.py, stores/schedules.sql): a finished child is
 kept while its parent still runs -- the parent may yet read its result -- and goes with
 the family once the parent has finished and expired. On virtual time: the retention's own
 statements run at the instant the test chooses."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from raftflow.engine import Engine
-from raftflow.engine.retention import RetentionFlows
+from raftflow.engine.runtime.retention import RetentionFlows
 from raftflow.engine.testing import WorkflowTestEnvironment
-from raftflow.stores.base import Status
+
+from raftflow import Engine, Status
 
 DAY = 86_400.0
 
