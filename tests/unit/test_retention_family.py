@@ -43,10 +43,10 @@ def test_a_finished_child_is_kept_while_its_parent_runs_then_goes_with_it() -> N
         assert engine.store.get(kid).status is Status.SUCCEEDED  # type: ignore[union-attr]
         assert handle.status() is Status.RUNNING  # asleep until day 40
         # Day 35: the orphan and the child ended 35 days ago; only the orphan may go.
-        assert engine.backend.run(retention.delete_batch(keep, 50)) == 1
+        assert engine.store.run(retention.delete_batch(keep, 50)) == 1
         assert engine.store.get(orphan.id) is None
         assert engine.store.get(kid) is not None  # before: deleted, and the parent hung
         assert env.result(handle, within=10 * DAY) == 11
         env.advance(31 * DAY)  # the parent ended 31 days ago: the family goes together
-        assert engine.backend.run(retention.delete_batch(keep, 50)) == 2
+        assert engine.store.run(retention.delete_batch(keep, 50)) == 2
         assert engine.store.get(handle.id) is None and engine.store.get(kid) is None

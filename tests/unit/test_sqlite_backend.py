@@ -88,7 +88,7 @@ def test_bad_sqlite_urls(url: str) -> None:
 
 def _synchronous(engine: Engine) -> int:
     statement = Statement("pragma", "PRAGMA synchronous")
-    return int(engine.backend.database.run(single(Request((statement,))))[0].rows[0][0])
+    return int(engine.store.database.run(single(Request((statement,))))[0].rows[0][0])
 
 
 def test_a_file_is_durable_by_default_and_normal_is_an_explicit_opt_out(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_a_file_is_durable_by_default_and_normal_is_an_explicit_opt_out(tmp_path
         assert _synchronous(durable) == 2
         assert _synchronous(fast) == 1
         assert _synchronous(spelled) == 2
-        assert durable.backend.database.run(durable.backend.queue.clock.now()) > 0  # usable
+        assert durable.store.database.run(durable.store.database.clock.now()) > 0  # usable
     finally:
         for engine in (durable, fast, spelled):
             engine.close()
