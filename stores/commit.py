@@ -153,6 +153,10 @@ class CommitOutcome:
     error: str | None = None
     next_seq: int | None = None
     next_expiry: float | None = None
-    #: A transaction step's writes failed (a statement, or its ``expect_rows``): why.
-    #: Nothing of it was written; the lease is untouched.
+    #: A transaction step's writes were refused (its ``expect_rows``, or a statement its
+    #: own SQL failed: :mod:`~raftflow.stores.sqlerrors`): why. Nothing of it was
+    #: written; the lease is untouched.
     aborted: str | None = None
+    #: The database failed a transaction step's writes (disk full, I/O, locked...):
+    #: nothing was written, the lease is untouched; never the step's outcome.
+    failed: str | None = None

@@ -156,8 +156,12 @@ class CommitFlows:
         outcomes: dict[str, CommitOutcome] = {}
         culprit = owners[failed] if failed < len(owners) else None
         if culprit is not None and not response.ambiguous:
-            reason = abort_reason(request.statements[failed], response.results[failed])
-            outcomes[culprit.commit_id] = CommitOutcome(False, error=reason, aborted=reason)
+            reason, refused = abort_reason(request.statements[failed], response.results[failed])
+            outcomes[culprit.commit_id] = (
+                CommitOutcome(False, error=reason, aborted=reason)
+                if refused
+                else CommitOutcome(False, error=reason, failed=reason)
+            )
             rest = [c for c in commits if c is not culprit]
             if rest:
                 outcomes.update(

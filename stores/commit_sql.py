@@ -28,6 +28,7 @@ from raftflow.stores.commit import (
     CommitOutcome,
 )
 from raftflow.stores.flows import QUERIES as STORE
+from raftflow.stores.sqlerrors import is_step_refusal
 from raftflow.transports.db.flow import Flow, Request, Response, Result, Statement
 
 
@@ -67,11 +68,14 @@ def transaction_batch(commits: Sequence[Commit], now: float, expiry: float) -> s
     return json.dumps(rows, separators=(",", ":"))
 
 
-def abort_reason(statement: Statement, result: Result) -> str:
+def abort_reason(statement: Statement, result: Result) -> tuple[str, bool]:
+    """Why a transaction step's statement failed, and whether that is the step's own
+    refusal (its outcome) rather than the database's failure."""
     if statement.name.endswith("transaction_rows"):
         expected = dict(statement.params)["expected"]
-        return f"a write changed another number of rows than expect_rows={expected}"
-    return f"a write failed: {result.error}"
+        return f"a write changed another number of rows than expect_rows={expected}", True
+    error = result.error or ""
+    return f"a write failed: {error}", is_step_refusal(error)
 
 
 def commit_rows(commits: Sequence[Commit], now: float, expiry: float) -> str:

@@ -25,6 +25,7 @@ from raftflow.stores.records import (
 )
 from raftflow.stores.rows import (
     STARTED_COLUMNS,
+    cancelled_error,
     execution_from_row,
     read,
     start_params,
@@ -221,24 +222,32 @@ class StoreFlows:
         response.raise_for_errors()
 
     def cancel(self, execution_id: str, reason: str = "cancelled") -> Flow[Status]:
-        """Ask for the cancel of an execution (one statement) and return its status then: a
-        finished one keeps its status; another is cancelled by the next worker to handle
-        it, at its next step boundary."""
+        """Cancel an execution (one transactional request) and return its status before:
+        a finished one keeps its status; one that no worker has started (pending, its
+        event not leased) is cancelled at once and its events removed; another is
+        cancelled by the next worker to handle it, at its next step boundary."""
         check_id(execution_id, what="execution_id")
         now = yield from self.clock.now()
         params = {"id": execution_id, "reason": reason, "now": now}
+        unstarted = {**params, "error": cancelled_error(reason), "commit_id": uuid.uuid4().hex}
         response = yield Request(
-            (QUERIES("cancel", params), QUERIES("status", {"id": execution_id})),
+            (
+                QUERIES("status", {"id": execution_id}),
+                QUERIES("cancel_unstarted", unstarted),
+                QUERIES("cancel_unstarted_events", unstarted),
+                QUERIES("cancel", params),
+            ),
             transaction=True,
         )
-        row = response.raise_for_errors()[1].first()
+        row = response.raise_for_errors()[0].first()
         if row is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return Status(row["status"])
 
     def resume(self, execution_id: str, event: Any) -> Flow[bool]:
-        """Queue a failed or cancelled execution again (one statement); False for any
-        other status, which is left as it is."""
+        """Queue a failed or cancelled execution again (one transactional request); False
+        for any other status, which is left as it is. The step it runs again keeps its
+        failed attempts in its history."""
         check_id(execution_id, what="execution_id")
         commit_id = uuid.uuid4().hex
         params = {
@@ -248,10 +257,17 @@ class StoreFlows:
             "commit_id": commit_id,
         }
         check = {"id": execution_id, "commit_id": commit_id}
+        kept = {"id": execution_id, "now": params["now"]}
         response = yield Request(
-            (QUERIES("resume", params), QUERIES("resumed", check)), transaction=True
+            (
+                QUERIES("resume_set_aside", kept),
+                QUERIES("resume", params),
+                QUERIES("resume_kept", kept),
+                QUERIES("resumed", check),
+            ),
+            transaction=True,
         )
-        row = response.raise_for_errors()[1].first()
+        row = response.raise_for_errors()[3].first()
         if row is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return bool(row["resumed"])
@@ -259,8 +275,9 @@ class StoreFlows:
     def fork(
         self, source: str, from_step: int, execution_id: str, event: Any
     ) -> Flow[ExecutionRecord]:
-        """A new execution reusing ``source``'s first ``from_step`` records (one statement;
-        idempotent by ``execution_id``)."""
+        """A new execution reusing ``source``'s first ``from_step`` records (one
+        transactional request; idempotent by ``execution_id``). :class:`InvalidArgumentError`
+        for a ``from_step`` past the source's recorded calls (nothing is written)."""
         check_id(source, what="execution_id")
         check_id(execution_id, what="execution_id")
         if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0:
@@ -274,12 +291,27 @@ class StoreFlows:
             "commit_id": uuid.uuid4().hex,
         }
         response = yield Request(
-            (QUERIES("fork", params), QUERIES("get", {"id": execution_id})), transaction=True
+            (
+                QUERIES("fork_range", params),
+                QUERIES("fork", params),
+                QUERIES("get", {"id": execution_id}),
+            ),
+            transaction=True,
         )
-        error = response[0].error
-        if error is not None and "raftflow: no such execution" in error:
+        error = response[1].error
+        range_ = response[0].first() or {}
+        if (error is not None and "raftflow: no such execution" in error) or (
+            error is None and not range_.get("found")
+        ):
             raise ExecutionNotFoundError(f"no execution has id {source!r}")
-        row = response.raise_for_errors()[1].first()
+        results = response.raise_for_errors()
+        calls = int(range_.get("calls") or 0)
+        if from_step > calls:
+            raise InvalidArgumentError(
+                f"execution {source!r} recorded {calls} call(s): from_step must be "
+                f"0..{calls}, not {from_step}"
+            )
+        row = results[2].first()
         if row is None:
             raise ExecutionNotFoundError(f"execution {execution_id!r} could not be forked")
         return execution_from_row(row)

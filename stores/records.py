@@ -76,13 +76,15 @@ class ExecutionRecord:
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """One failed attempt of a retried step."""
+    """One failed attempt of a retried step. ``resumed_at``: the execution was resumed
+    after this attempt (``engine.resume``), and the step's ``Retry`` counts from there."""
 
     attempt: int
     type: str
     message: str
     started_at: float
     ended_at: float
+    resumed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,12 @@ class StepRecord:
     @property
     def done(self) -> bool:
         return self.status in ("succeeded", "failed")
+
+    @property
+    def attempts_before_resume(self) -> int:
+        """The attempts made before the execution's last resume (0: never resumed): a
+        resumed step gets its ``Retry``'s attempts anew, its history kept."""
+        return max((a.attempt for a in self.history if a.resumed_at is not None), default=0)
 
 
 @dataclass(frozen=True, slots=True)

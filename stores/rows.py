@@ -7,7 +7,7 @@ from typing import Any
 
 from raftflow.stores.records import AttemptRecord, ErrorInfo, ExecutionRecord, Status, StepRecord
 from raftflow.transports.db.flow import Flow, Request, Statement
-from raftflow.transports.payload import from_json
+from raftflow.transports.payload import from_json, to_json
 
 
 def read(
@@ -67,6 +67,11 @@ def start_params(
     }
 
 
+def cancelled_error(reason: str) -> str:
+    """The stored error of a cancelled execution: why it was cancelled."""
+    return to_json(ErrorInfo("Cancelled", reason).to_json(), what="cancel reason")
+
+
 def execution_from_row(row: dict[str, Any]) -> ExecutionRecord:
     return ExecutionRecord(
         id=row["id"],
@@ -112,6 +117,7 @@ def step_from_row(row: dict[str, Any]) -> StepRecord:
                 message=str(entry["message"]),
                 started_at=float(entry["started_at"]),
                 ended_at=float(entry["ended_at"]),
+                resumed_at=entry.get("resumed_at"),
             )
             for entry in from_json(row.get("history") or "[]")
         ),

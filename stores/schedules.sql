@@ -57,8 +57,12 @@ DELETE FROM messages WHERE group_id = :group_id;
 -- A batch of finished executions (archived runs of continue_as_new included) that ended
 -- before :cutoff, oldest first, on the `executions_finished` index (`+status`: left to
 -- itself SQLite takes the status index and sorts every finished execution, 100 ms at 100k).
-SELECT id FROM executions
+-- Not a child whose parent still runs: the parent may yet call its result(), which would
+-- wait for ever for a deleted child. Such children go once their parent has finished.
+SELECT id FROM executions AS x
 WHERE completed_at < :cutoff AND +status IN ('succeeded', 'failed', 'cancelled', 'continued')
+  AND NOT EXISTS (SELECT 1 FROM executions AS p
+                  WHERE p.id = x.parent_id AND p.status IN ('pending', 'running'))
 ORDER BY completed_at LIMIT :batch
 
 -- name: expired_any

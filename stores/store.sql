@@ -373,22 +373,77 @@ SELECT status, COUNT(*) AS n FROM executions GROUP BY status;
 INSERT INTO signal_sends (execution_id, topic, payload, key, now)
 VALUES (:execution_id, :topic, :payload, :key, :now);
 
+-- name: cancel_unstarted
+-- An execution no worker has started -- pending, no event of its group leased: queued,
+-- waiting for a concurrency slot, or debounced -- is cancelled in this statement (no
+-- worker need run). A claim is ordered by Raft before or after it: before, the event is
+-- leased and this changes nothing (`cancel` below asks the worker to end it); after, the
+-- claim finds no event (`cancel_unstarted_events`). Going final fires the triggers of any
+-- finish: the parent woken, the concurrency slot freed.
+UPDATE executions SET status = 'cancelled', error = :error,
+                      cancel_reason = COALESCE(cancel_reason, :reason),
+                      updated_at = :now, completed_at = :now, commit_id = :commit_id
+WHERE id = :id AND status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM messages WHERE group_id = :id
+                  AND locked_by IS NOT NULL AND locked_by <> '__parked__');
+
+-- name: cancel_unstarted_events
+-- Its queued (or parked) events go with it, only if the statement above cancelled it.
+DELETE FROM messages WHERE group_id = :id
+  AND EXISTS (SELECT 1 FROM executions WHERE id = :id AND commit_id = :commit_id);
+
 -- name: cancel
 INSERT INTO execution_cancels (id, reason, now) VALUES (:id, :reason, :now);
 
 -- name: status
 SELECT status, cancel_reason FROM executions WHERE id = :id;
 
+-- name: resume_set_aside
+-- engine.resume() runs again the step that failed the execution (its last call) or that
+-- was cancelled while retrying; the trigger of `execution_resumes` deletes that record.
+-- Its failed attempts are kept: in the same transaction, before the trigger, the record
+-- takes a status the trigger leaves alone, its history the last attempt marked
+-- `resumed_at` (appended from the record for a failed one: its start is not recorded
+-- after the first attempt, the previous attempt's end stands in), due now.
+-- `resume_kept` makes it `retrying`: the step runs its next attempt, its Retry counting
+-- from the resume. Other calls (waits, children...) are left to the trigger.
+UPDATE steps SET
+  status = 'resuming',
+  wake_at = :now,
+  history = CASE status
+    WHEN 'failed' THEN json_insert(COALESCE(history, '[]'), '$[#]', json_object(
+      'attempt', attempts, 'type', json_extract(error, '$.type'),
+      'message', json_extract(error, '$.message'),
+      'started_at', COALESCE(json_extract(history, '$[#-1].ended_at'), started_at),
+      'ended_at', ended_at, 'resumed_at', :now))
+    ELSE json_set(history, '$[#-1].resumed_at', :now) END
+WHERE execution_id = :id AND kind = 'step'
+  AND EXISTS (SELECT 1 FROM executions WHERE id = :id AND status IN ('failed', 'cancelled'))
+  AND (status = 'retrying'
+       OR (status = 'failed' AND idx = (SELECT MAX(idx) FROM steps WHERE execution_id = :id)));
+
 -- name: resume
 INSERT INTO execution_resumes (id, event, now, commit_id)
 VALUES (:id, :event, :now, :commit_id);
 
+-- name: resume_kept
+UPDATE steps SET status = 'retrying' WHERE execution_id = :id AND status = 'resuming';
+
 -- name: resumed
 SELECT commit_id = :commit_id AS resumed, status FROM executions WHERE id = :id;
 
+-- name: fork_range
+-- engine.fork()'s check, in its request: does the source exist, and how many calls did it
+-- record (from_step is 0 .. that number; beyond it the fork would copy every record,
+-- the one that failed included, and fail at once).
+SELECT EXISTS (SELECT 1 FROM executions WHERE id = :source) AS found,
+       (SELECT COALESCE(MAX(idx) + 1, 0) FROM steps WHERE execution_id = :source) AS calls;
+
 -- name: fork
+-- Nothing for a from_step out of that range.
 INSERT INTO execution_forks (id, source, from_step, event, now, commit_id)
-VALUES (:id, :source, :from_step, :event, :now, :commit_id);
+SELECT :id, :source, :from_step, :event, :now, :commit_id
+WHERE :from_step <= (SELECT COALESCE(MAX(idx) + 1, 0) FROM steps WHERE execution_id = :source);
 
 -- name: set_event
 INSERT INTO events (execution_id, key, value, updated_at)

@@ -282,8 +282,10 @@ class ClientCalls:
     def cancel(self, execution_id: str) -> Status:
         """Cancel an execution: it stops at its next step boundary (a running step
         finishes and is recorded; no further step starts), its status becomes
-        ``cancelled``, its children are cancelled with it. A finished execution is left
-        as it is. Returns the status it had when the cancel was written."""
+        ``cancelled``, its children are cancelled with it. One that no worker has started
+        (pending, its event not leased) is cancelled at once, its event removed. A
+        finished execution is left as it is. Returns the status it had when the cancel
+        was written."""
         check_id(execution_id, what="execution_id")
         return self.store.run(self.store.flows.cancel(execution_id))
 
@@ -293,7 +295,8 @@ class ClientCalls:
 
     def resume(self, execution_id: str) -> bool:
         """Run a failed or cancelled execution again from its last recorded step, on the
-        code deployed now (the step that failed it runs again; the steps before it are
+        code deployed now (the step that failed it runs again, with a new round of its
+        ``Retry`` and its failed attempts kept in its history; the steps before it are
         replayed from their records). False, and nothing changes, for any other status."""
         check_id(execution_id, what="execution_id")
         return self.store.run(self.store.flows.resume(execution_id, RUN))
@@ -304,7 +307,9 @@ class ClientCalls:
         """Start a new execution of the same workflow and input that reuses the recorded
         results of ``execution_id``'s calls ``0 .. from_step - 1`` (their functions are not
         called) and runs from call ``from_step`` on the code deployed now: fix the bug,
-        then run again from the step that failed. Idempotent by ``new_execution_id``."""
+        then run again from the step that failed. Idempotent by ``new_execution_id``.
+        :class:`InvalidArgumentError` for a ``from_step`` past the calls ``execution_id``
+        recorded (nothing is written)."""
         new_id = new_execution_id or uuid.uuid4().hex
         self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN))
         return WorkflowHandle(self, new_id)  # type: ignore[arg-type]

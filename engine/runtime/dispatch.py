@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from raftflow.engine.runtime.host import RunHost
 from raftflow.engine.runtime.runcache import RunCache
 from raftflow.engine.runtime.schedules import ScheduleFlows
-from raftflow.engine.workflow.activation import Activation, cancelled_error
+from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.drivers import run_async, run_sync
 from raftflow.engine.workflow.events import RunEvent, parse_event
 from raftflow.engine.workflow.schedule import Schedule, is_engine_group, parse_schedule_event
 from raftflow.stores.commit import Commit
 from raftflow.stores.records import Claimed, Status
+from raftflow.stores.rows import cancelled_error
 from raftflow.transports.contract import Lease
 
 if TYPE_CHECKING:

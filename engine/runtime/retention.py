@@ -3,7 +3,8 @@
 An execution that succeeded, failed or was cancelled (and every archived run of
 ``continue_as_new``) whose end is older than the retention period (default 30 days) is
 deleted with its steps, signals, events and any event left in its queue group. Executions
-that have not finished are never touched, however old.
+that have not finished are never touched, however old, nor a finished child whose parent
+still runs (it may yet read the child's result): the family goes once the parent has.
 
 One worker at a time does it: the *retention duty*, a lease carried by the presence beats
 (:mod:`raftflow.engine.runtime.presence`), so N workers cost no more than one. The holder deletes

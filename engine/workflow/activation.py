@@ -32,6 +32,7 @@ from raftflow.engine.workflow.outcomes import encode_result, error_info, error_j
 from raftflow.engine.workflow.registry import Codec, Registry, StepDef, WorkflowDef
 from raftflow.stores.commit import Commit, CommitOutcome, Write
 from raftflow.stores.records import AttemptRecord, Claimed, ErrorInfo, Signal, Status, StepRecord
+from raftflow.stores.rows import cancelled_error
 from raftflow.transports.payload import from_json, to_json
 
 from raftflow.errors import (
@@ -576,8 +577,3 @@ class Activation:
 
 def _error(record: StepRecord) -> ErrorInfo:
     return record.error or ErrorInfo(type="Error", message="step failed")
-
-
-def cancelled_error(reason: str) -> str:
-    """The stored error of a cancelled execution: why it was cancelled."""
-    return to_json(ErrorInfo("Cancelled", reason).to_json(), what="cancel reason")

@@ -42,6 +42,8 @@ from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.records import StepRecord
 from raftflow.transports.db.flow import Flow
 
+from raftflow.errors import DatabaseError
+
 T = TypeVar("T")
 
 #: Waits up to this long pause in place, holding the lease; longer ones park the event.
@@ -137,9 +139,8 @@ def call_step(
         info = StepInfo(run.execution_id, index, step.name, attempt)
         outcome: Outcome = yield RunStep(step, args, kwargs, info)
         error = outcome.error
-        retry = step.retry
-        if error is not None and retry is not None and retry.retries(attempt, error):
-            delay = retry.delay_after(attempt)
+        delay = retry_delay(step, record, attempt, error)
+        if error is not None and delay is not None:
             record = run.stage_retry(step, index, attempt, started, error, delay, record)
             yield from flush(run)  # a crash now resumes with the next attempt, not this one
             continue
@@ -148,6 +149,19 @@ def call_step(
         )
         return run.result(step, record, cause=error)
     return run.result(step, record)
+
+
+def retry_delay(
+    step: StepDef, record: StepRecord | None, attempt: int, error: Exception | None
+) -> float | None:
+    """The wait before the next attempt once attempt ``attempt`` failed with ``error``;
+    None when it succeeded or the step's ``Retry`` gives up. ``record``: the step's record
+    before this attempt -- a resumed step's ``Retry`` counts from the resume."""
+    retry = step.retry
+    if error is None or retry is None:
+        return None
+    counted = attempt - (0 if record is None else record.attempts_before_resume)
+    return retry.delay_after(counted) if retry.retries(counted, error) else None
 
 
 def rate_wait(
@@ -205,9 +219,8 @@ def call_transaction(
         if tx.failure is not None:  # a read failed in the database: hand the run back
             raise run.give_up("a transaction step's read failed", tx.failure)
         error = outcome.error
-        retry = step.retry
-        if error is not None and retry is not None and retry.retries(attempt, error):
-            delay = retry.delay_after(attempt)
+        delay = retry_delay(step, record, attempt, error)
+        if error is not None and delay is not None:
             record = run.stage_retry(step, index, attempt, started, error, delay, record)
             yield from flush(run)
             continue
@@ -227,10 +240,15 @@ def call_transaction(
 
 def send(run: Activation, commit: Commit) -> StepFlow[CommitOutcome]:
     """Send a commit. One whose transaction step's writes were refused (``aborted``)
-    applied nothing, and the workflow already went on with that step's result: rewind."""
+    applied nothing, and the workflow already went on with that step's result: rewind.
+    One whose writes the database failed (``failed``: disk full, I/O...) applied nothing
+    either, and is no outcome of the step: the execution is handed back."""
     outcome: CommitOutcome = yield SendCommit(commit)
     if outcome.aborted is not None:
         yield from rewind(run, commit, outcome.aborted)
+    if outcome.failed is not None:
+        failure = DatabaseError(outcome.failed)
+        raise run.give_up("the database failed a transaction step's writes", failure)
     return outcome
 
 
@@ -249,9 +267,8 @@ def rewind(run: Activation, commit: Commit, reason: str) -> StepFlow[None]:
         f"transaction step {step.name!r}: {reason}; nothing was written"
     )
     index, attempt, started = commit.step_idx, commit.step_attempts, staged.attempt_started
-    retry = step.retry
-    if retry is not None and retry.retries(attempt, error):
-        delay = retry.delay_after(attempt)
+    delay = retry_delay(step, staged.previous, attempt, error)
+    if delay is not None:
         run.stage_retry(step, index, attempt, started, error, delay, staged.previous)
     else:
         run.stage_step(

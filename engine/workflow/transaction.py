@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raftflow.stores.commit import Write
+from raftflow.stores.sqlerrors import is_step_refusal
 from raftflow.transports.db.flow import Flow, Request, Result, Statement
 
-from raftflow.errors import RefusedStatementError, TransactionError
+from raftflow.errors import DatabaseError, RefusedStatementError, TransactionError
 
 if TYPE_CHECKING:
     from raftflow.engine.workflow.activation import Activation
@@ -64,8 +65,13 @@ def _check_expect(expect_rows: Any) -> int | None:
 
 
 def _rows(result: Result) -> list[dict[str, Any]]:
+    """A read's rows; its failure is the step's when its own SQL caused it, otherwise the
+    database's (:mod:`~raftflow.stores.sqlerrors`)."""
     if result.error is not None:
-        raise TransactionError(f"a read of the transaction failed: {result.error}")
+        message = f"a read of the transaction failed: {result.error}"
+        if is_step_refusal(result.error):
+            raise TransactionError(message)
+        raise DatabaseError(message)
     return result.dicts()
 
 

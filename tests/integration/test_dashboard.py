@@ -26,6 +26,7 @@ import pytest
 from raftflow.engine.ops.ui.server import execution_url
 from raftflow.engine.runtime.schedules import SQL as SCHEDULES
 from raftflow.engine.workflow.schedule import Schedule
+from raftflow.stores.records import Status
 from raftflow.transports.db.flow import Flow, Request
 from raftflow.transports.rqlite.local import LocalCluster
 from raftflow.transports.rqlite.local.ports import pick_free_ports
@@ -358,8 +359,58 @@ def test_tokens_read_only_and_csrf_are_enforced(running: dict[str, Any]) -> None
             assert signed.status_code == 303 and TOKEN not in str(client.cookies)
             assert client.get("/workers").status_code == 200  # the session cookie
             csrf = client.cookies["raftflow_csrf"]
-            refused = client.post("/cancel", data={"id": target, "csrf": csrf})
-            assert refused.status_code == 403 and "read-only" in refused.text
+            for action in ("/cancel", "/resume", "/fork"):
+                refused = client.post(action, data={"id": target, "csrf": csrf, "from_step": "0"})
+                assert refused.status_code == 403 and "read-only" in refused.text
+            assert 'id="resume"' not in client.get(execution_url(target)).text
     finally:
         guarded.stop()
     assert TOKEN not in (running["logs"] / "ui-token.log").read_text()
+
+
+def test_resume_and_fork_from_a_failed_executions_page(running: dict[str, Any]) -> None:
+    """A failed execution's page offers resume and fork, each behind a confirmation page
+    and the CSRF checks of cancel. The resumed step keeps its failed attempts and gets a new
+    round of retries; a fork from past the recorded calls is refused with the reason."""
+    failed = ops.engine.start(ops.refund, ops.Order(id="o-30", amount=30), execution_id="refund-30")
+    wait_until(lambda: failed.status() is Status.FAILED, timeout=60)
+    with httpx.Client(base_url=running["dashboard"].base, timeout=10) as client:
+        page = client.get(execution_url(failed.id)).text
+        assert 'id="resume"' in page and 'id="fork"' in page and "not yet" not in page
+        confirm = client.get(f"/resume?id={failed.id}")
+        assert confirm.status_code == 200 and "Resume" in confirm.text
+        csrf = client.cookies["raftflow_csrf"]
+        assert f'name="csrf" value="{csrf}"' in confirm.text
+        resume = {"id": failed.id, "csrf": csrf}
+        assert client.post("/resume", data={**resume, "csrf": "forged"}).status_code == 403
+        evil = {"Origin": "http://evil.example"}
+        assert client.post("/resume", data=resume, headers=evil).status_code == 403
+        assert failed.status() is Status.FAILED  # refused: nothing done
+        resumed = client.post("/resume", data=resume)
+        assert resumed.status_code == 303
+        assert resumed.headers["location"] == execution_url(failed.id)
+        # The bank still refuses: two more attempts (a new round of Retry(max_attempts=2)).
+        wait_until(lambda: failed.status() is Status.FAILED, timeout=60)
+        bank = failed.steps()[1]
+        assert (bank.name, bank.status, bank.attempts) == ("call_bank", "failed", 4)
+        assert [a.attempt for a in bank.history] == [1, 2, 3]  # before: history erased
+
+        form = client.get(f"/fork?id={failed.id}")
+        assert form.status_code == 200 and 'name="from_step"' in form.text
+        assert "recorded 2 call(s)" in form.text
+        fork = {"id": failed.id, "csrf": csrf, "from_step": "1", "new_id": "refund-30-fork"}
+        assert client.post("/fork", data={**fork, "csrf": "forged"}).status_code == 403
+        assert client.post("/fork", data=fork, headers=evil).status_code == 403
+        too_far = client.post("/fork", data={**fork, "from_step": "9"})
+        assert too_far.status_code == 400 and "from_step must be 0..2, not 9" in too_far.text
+        not_a_number = client.post("/fork", data={**fork, "from_step": "two"})
+        assert not_a_number.status_code == 400 and "whole number" in not_a_number.text
+        assert ops.engine.store.get("refund-30-fork") is None
+        forked = client.post("/fork", data=fork)
+        assert forked.status_code == 303
+        assert forked.headers["location"] == execution_url("refund-30-fork")
+    copy = ops.engine.get("refund-30-fork")
+    wait_until(lambda: copy.status() is Status.FAILED, timeout=60)
+    reserve, bank = copy.steps()
+    assert reserve.started_at == failed.steps()[0].started_at  # its record, not run again
+    assert (bank.attempts, len(bank.history)) == (2, 1)  # run afresh

@@ -3,10 +3,12 @@ progress on a terminal. tests/integration/test_cli.py runs it as a subprocess on
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
 import pty
+import time
 from pathlib import Path
 
 import click
@@ -14,6 +16,7 @@ import pytest
 from raftflow.engine.ops.cli import cli, main
 from raftflow.engine.ops.cli.common import Exit, Progress, exit_code_of, parse_since
 
+from raftflow import Engine, WorkflowFailedError
 from raftflow.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -23,6 +26,7 @@ from raftflow.errors import (
     SchemaOutdatedError,
     UnavailableError,
 )
+from tests.support import wait_until
 
 APP = "tests.apps.ops:engine"
 CONNECTING = [
@@ -98,12 +102,119 @@ def test_on_sqlite_a_whole_round(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert capsys.readouterr().out.strip() == "a1"
     assert main(["result", "a1", "--timeout", "0.05", "--url", url]) == Exit.TIMEOUT
     assert main(["send", "a1", '{"ok": true}', "--topic", "review", "--url", url]) == 0
-    assert main(["cancel", "a1", "--json", "--url", url]) == 0
     capsys.readouterr()
+    assert main(["cancel", "a1", "--json", "--url", url]) == 0  # no worker ever ran it
+    cancel = json.loads(capsys.readouterr().out)
+    assert (cancel["status"], cancel["status_now"]) == ("pending", "cancelled")
     assert main(["list", "--json", "--workflow", "approval", "--url", url]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["id"] == "a1" and row["cancel_reason"] == "cancelled"
     assert main(["get", "nope", "--url", url]) == Exit.FAILED
+
+
+def test_fork_refuses_a_step_past_the_recorded_calls(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/fork.db"
+    engine = Engine.from_url(url)
+
+    @engine.step
+    def fetch() -> int:
+        return 1
+
+    @engine.step
+    def boom(x: int) -> None:
+        raise RuntimeError(f"boom {x}")
+
+    @engine.workflow
+    def job() -> None:
+        boom(fetch())
+
+    try:
+        handle = engine.start(job, execution_id="job-1")
+        with engine.running_worker(), pytest.raises(WorkflowFailedError):
+            handle.result(timeout=10)
+    finally:
+        engine.close()
+    capsys.readouterr()
+    assert main(["fork", "job-1", "--from-step", "9", "--url", url]) == Exit.USAGE
+    err = capsys.readouterr().err
+    assert "recorded 2 call(s): from_step must be 0..2, not 9" in err
+    assert "Traceback" not in err
+    assert main(["fork", "job-1", "--from-step", "1", "--id", "job-1-b", "--url", url]) == 0
+    assert "job-1-b: forked from job-1 at call 1" in capsys.readouterr().out
+
+
+def test_a_sleep_in_progress_and_the_time_so_far_of_a_running_execution(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/sleepy.db"
+    engine = Engine.from_url(url)
+
+    @engine.step
+    def prepare() -> int:
+        return 1
+
+    @engine.workflow
+    def nap() -> int:
+        prepare()
+        engine.sleep(3600)
+        return 2
+
+    try:
+        with engine.running_worker():
+            handle = engine.start(nap, execution_id="nap-1")
+            wait_until(lambda: [s.kind for s in handle.steps()] == ["step", "sleep"])
+            time.sleep(0.05)  # some time so far
+            capsys.readouterr()
+            assert main(["steps", "nap-1", "--url", url]) == 0
+            out = capsys.readouterr().out
+            (sleep,) = [line for line in out.splitlines() if " sleep " in line]
+            wake = handle.steps()[1].wake_at
+            assert wake is not None
+            until = dt.datetime.fromtimestamp(wake).strftime("%Y-%m-%d %H:%M:%S")
+            assert f"waiting until {until}" in sleep and "so far" in sleep  # not succeeded 0ms
+            assert "succeeded" not in sleep
+            assert main(["list", "--url", url]) == 0
+            (row,) = [line for line in capsys.readouterr().out.splitlines() if "nap-1" in line]
+            assert row.split()[2] == "running" and row.endswith("so far")
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    ("app", "says"),
+    [
+        ("no_such_module_here:engine", "no module named 'no_such_module_here'"),
+        ("broken_app:engine", "importing it failed: NameError: name 'undefined_name' is not"),
+        ("typo_app:engine", "importing it failed: SyntaxError"),
+        ("good_app:missing", "good_app.missing is nothing, not an Engine"),
+        ("good_app:value", "good_app.value is a int, not an Engine"),
+        ("good_app", "expected MODULE:ATTRIBUTE"),
+    ],
+)
+def test_a_bad_app_is_one_clear_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    app: str,
+    says: str,
+) -> None:
+    (tmp_path / "broken_app.py").write_text("x = 1\nundefined_name()\n")
+    (tmp_path / "typo_app.py").write_text("def f(:\n")
+    (tmp_path / "good_app.py").write_text("value = 3\n")
+    monkeypatch.chdir(tmp_path)  # where the command looks for the app first
+    url = f"sqlite:///{tmp_path}/app.db"
+    assert main(["start", "wf", "--app", app, "--url", url]) == Exit.USAGE
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    where = {
+        "broken_app:engine": "broken_app.py, line 2)",
+        "typo_app:engine": "typo_app.py, line 1)",
+    }
+    if app in where:  # the app's own file and line
+        assert f"({tmp_path}/{where[app]}" in err, err
 
 
 def test_exit_codes_of_errors() -> None:

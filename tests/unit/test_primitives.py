@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.stores.inspect import Inspector
 from raftflow.transports.db.clock import LocalClock
 
 from raftflow import (
@@ -443,6 +444,48 @@ def test_cancelling_a_finished_execution_changes_nothing(engine: Engine) -> None
         assert handle.result(timeout=10) == 7
     assert engine.cancel(handle.id) is Status.SUCCEEDED
     assert handle.status() is Status.SUCCEEDED and handle.result() == 7
+
+
+def test_an_execution_no_worker_has_started_is_cancelled_at_once(engine: Engine) -> None:
+    """No worker runs: the cancel itself ends a pending execution -- queued, waiting for a
+    concurrency slot, or debounced -- and removes its event, so a backlog can be cleared
+    with no worker at all. One whose event a claim leased first (the claim and the cancel
+    are ordered by Raft) is left to that claim's worker, as a running one is."""
+    ran: list[int] = []
+
+    @engine.workflow(concurrency=1)
+    def job(i: int) -> int:
+        ran.append(i)
+        return i
+
+    @engine.workflow
+    def sync_user(i: int) -> int:
+        ran.append(i)
+        return i
+
+    inspector = Inspector(engine.store.database)
+    queued = engine.start(job, 0)  # holds the only slot, not claimed
+    waiting = engine.start(job, 1)  # waits for the slot
+    debounced = engine.start(sync_user, 2, execution_id="sync-user-2", debounce=60.0)
+    for handle in (queued, waiting, debounced):
+        assert inspector.detail(handle.id).queued  # its event, before
+        assert handle.cancel() is Status.PENDING  # the status it had
+        assert handle.status() is Status.CANCELLED  # at once: no worker runs
+        with pytest.raises(WorkflowCancelledError, match="cancelled"):
+            handle.result(timeout=0)
+        assert not inspector.detail(handle.id).queued  # its event went with it
+        assert handle.children() == []
+    claimed = engine.start(job, 3)  # admitted: the cancelled ones freed the slot
+    lease = engine.transport.claim("elsewhere", 0.3)  # a claim Raft ordered first
+    assert lease is not None and lease.group_id == claimed.id
+    assert claimed.cancel() is Status.PENDING
+    assert claimed.status() is Status.PENDING and claimed.info().cancel_reason == "cancelled"
+    last = engine.start(job, 4)
+    with engine.running_worker():  # the lapsed claim's event: ended without running
+        with pytest.raises(WorkflowCancelledError):
+            claimed.result(timeout=10)
+        assert last.result(timeout=10) == 4  # the slot is free again
+    assert ran == [4]
 
 
 def test_a_workflow_timeout_cancels_it_even_while_it_waits(engine: Engine) -> None:

@@ -237,6 +237,8 @@ def test_retention_walks_the_finished_index(db: sqlite3.Connection) -> None:
         plan = " ".join(row[3] for row in db.execute(SCHEDULES.explain(name).sql, PARAMS))
         assert "USING INDEX executions_finished" in plan, (name, plan)
         assert "TEMP B-TREE" not in plan, (name, plan)
+        # A child's parent (does it still run?) by its id, not by a scan.
+        assert "SEARCH p USING INDEX sqlite_autoindex_executions_1 (id=?)" in plan, (name, plan)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from raftflow import Engine, ExecutionNotFoundError, Status, WorkflowFailedError
+from raftflow import (
+    Engine,
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+    Retry,
+    Status,
+    WorkflowFailedError,
+    current_step,
+)
+from tests.support import wait_until
 
 
 @pytest.fixture
@@ -93,3 +102,80 @@ def test_fork_reuses_the_recorded_steps_and_runs_from_the_one_asked(engine: Engi
     assert [s.status for s in fork.steps()] == ["succeeded", "succeeded"]
     with pytest.raises(ExecutionNotFoundError):
         engine.fork("nobody", 0)
+
+
+def test_resume_keeps_the_failed_attempts_and_gives_a_new_round_of_retries(
+    engine: Engine,
+) -> None:
+    attempts: list[int] = []
+    fixed = [False]
+
+    @engine.step(retry=Retry(max_attempts=2, delay=0.01))
+    def charge(x: int) -> int:
+        attempts.append(current_step().attempt)
+        if not fixed[0]:
+            raise ConnectionError(f"declined (attempt {current_step().attempt})")
+        return x
+
+    @engine.workflow
+    def pay(x: int) -> int:
+        return charge(x)
+
+    handle = engine.start(pay, 3)
+    with engine.running_worker():
+        with pytest.raises(WorkflowFailedError, match="attempt 2"):
+            handle.result(timeout=10)
+        assert engine.resume(handle.id) is True  # not fixed: 2 more attempts, then failed
+        with pytest.raises(WorkflowFailedError, match="attempt 4"):
+            handle.result(timeout=10)
+        fixed[0] = True
+        assert engine.resume(handle.id) is True
+        assert handle.result(timeout=10) == 3
+    assert attempts == [1, 2, 3, 4, 5]
+    (step,) = handle.steps()
+    assert (step.status, step.attempts) == ("succeeded", 5)  # before: 1, history ()
+    assert [(a.attempt, a.type) for a in step.history] == [
+        (n, "ConnectionError") for n in range(1, 5)
+    ]
+    assert [a.message for a in step.history] == [f"declined (attempt {n})" for n in range(1, 5)]
+    assert [a.resumed_at is not None for a in step.history] == [False, True, False, True]
+    assert all(a.started_at <= a.ended_at for a in step.history)
+
+
+def test_resume_of_a_step_cancelled_while_retrying_keeps_its_attempts(engine: Engine) -> None:
+    @engine.step(retry=Retry(max_attempts=3, delay=3600))
+    def flaky() -> str:
+        if current_step().attempt == 1:
+            raise ConnectionError("first attempt")
+        return "ok"
+
+    @engine.workflow
+    def job() -> str:
+        return flaky()
+
+    handle = engine.start(job)
+    with engine.running_worker():
+        wait_until(lambda: [s.status for s in handle.steps()] == ["retrying"])
+        engine.cancel(handle.id)  # while it waits an hour for its 2nd attempt
+        wait_until(lambda: handle.status() is Status.CANCELLED)
+        assert engine.resume(handle.id) is True  # the 2nd attempt runs now
+        assert handle.result(timeout=10) == "ok"
+    (step,) = handle.steps()
+    assert (step.status, step.attempts) == ("succeeded", 2)
+    assert [(a.attempt, a.message) for a in step.history] == [(1, "first attempt")]
+
+
+def test_fork_refuses_a_step_past_the_recorded_calls(engine: Engine) -> None:
+    job, _, _ = buggy(engine)
+    source = engine.start(job, 2)
+    with engine.running_worker(), pytest.raises(WorkflowFailedError):
+        source.result(timeout=10)
+    assert len(source.steps()) == 2
+    with pytest.raises(
+        InvalidArgumentError, match=r"recorded 2 call\(s\): from_step must be 0\.\.2, not 9"
+    ):
+        engine.fork(source.id, from_step=9, new_execution_id="job-2-too-far")
+    assert engine.store.get("job-2-too-far") is None  # nothing written
+    assert engine.fork(source.id, from_step=2, new_execution_id="job-2-all").id == "job-2-all"
+    with pytest.raises(ExecutionNotFoundError):
+        engine.fork("nobody", 3)

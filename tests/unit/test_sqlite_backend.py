@@ -4,15 +4,18 @@ statement requests keep going. And the queue behaves as on rqlite."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from raftflow.transports import SqlTransport
-from raftflow.transports.db.flow import Request, Statement
+from raftflow.transports.db.database import aopen_database
+from raftflow.transports.db.flow import Request, Statement, single
 from raftflow.transports.sqlite.connection import MEMORY, SqliteConnection, path_from_url
 
+from raftflow import Engine
 from raftflow.errors import ConfigurationError, LeaseLostError
 
 
@@ -81,6 +84,58 @@ def test_sqlite_urls(url: str, path: str) -> None:
 def test_bad_sqlite_urls(url: str) -> None:
     with pytest.raises(ConfigurationError):
         path_from_url(url)
+
+
+def _synchronous(engine: Engine) -> int:
+    statement = Statement("pragma", "PRAGMA synchronous")
+    return int(engine.store.database.run(single(Request((statement,))))[0].rows[0][0])
+
+
+def test_a_file_is_durable_by_default_and_normal_is_an_explicit_opt_out(tmp_path: Path) -> None:
+    """FULL (2): a commit is fsynced before it is acknowledged; NORMAL (1) only when asked."""
+    durable = Engine.from_url(f"sqlite:///{tmp_path / 'durable.db'}")
+    fast = Engine.from_url(f"sqlite:///{tmp_path / 'fast.db'}?synchronous=NORMAL")
+    spelled = Engine.from_url(f"sqlite:///{tmp_path / 'full.db'}?synchronous=full")
+    try:
+        assert _synchronous(durable) == 2
+        assert _synchronous(fast) == 1
+        assert _synchronous(spelled) == 2
+        assert durable.store.database.run(durable.store.database.clock.now()) > 0  # usable
+    finally:
+        for engine in (durable, fast, spelled):
+            engine.close()
+    async_db = asyncio.run(_async_synchronous(f"sqlite:///{tmp_path / 'async.db'}"))
+    assert async_db == 2
+
+
+async def _async_synchronous(url: str) -> int:
+    database = await aopen_database(url)
+    try:
+        response = await database.run(single(Request((Statement("p", "PRAGMA synchronous"),))))
+        return int(response[0].rows[0][0])
+    finally:
+        await database.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("synchronous=off", "synchronous must be full or normal"),
+        ("synchronous=", "synchronous must be full or normal"),
+        ("synchronous=normal&synchronous=full", "given twice"),
+        ("journal_mode=delete", "unknown option 'journal_mode'"),
+        ("normal", "name=value"),
+    ],
+)
+def test_a_bad_synchronous_option_is_refused_clearly(
+    tmp_path: Path, query: str, match: str
+) -> None:
+    path = tmp_path / "refused.db"
+    with pytest.raises(ConfigurationError, match=match):
+        Engine.from_url(f"sqlite:///{path}?{query}")
+    assert not path.exists()  # refused before anything was opened
+    with pytest.raises(ConfigurationError, match="synchronous must be"):
+        SqliteConnection(str(path), synchronous="off")
 
 
 def test_queue_semantics_on_a_shared_file(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ that pair is all a dialect supplies. Everything above it -- the queue
 
     http(s)://user:pass@host:4001,host:4003   rqlite   RqliteConnection + ClusterClock
     sqlite:///path.db   sqlite:///:memory:   SqliteConnection + LocalClock
+    sqlite:///path.db?synchronous=normal     (faster, not durable on power loss)
 
 The sync :class:`Database` and the :class:`AsyncDatabase` twin differ only by ``await``;
 :meth:`Database.to_async` gives the twin on the same database (sharing the clock, so
@@ -136,11 +137,11 @@ def open_database(url: str | Sequence[str], **options: Unpack[ConnectOptions]) -
         from raftflow.transports.rqlite.client import connect
 
         return Database(connect(url, **options), clock or ClusterClock(QUERIES("clock")))
-    from raftflow.transports.sqlite.connection import SqliteConnection, path_from_url
+    from raftflow.transports.sqlite.connection import connect_url
 
     _no_options("sqlite", options)
     assert isinstance(url, str)
-    return Database(SqliteConnection(path_from_url(url)), clock or LocalClock())
+    return Database(connect_url(url), clock or LocalClock())
 
 
 async def aopen_database(
@@ -154,15 +155,11 @@ async def aopen_database(
 
         cluster = await aconnect(url, **options)
         return AsyncDatabase(cluster, clock or ClusterClock(QUERIES("clock")))
-    from raftflow.transports.sqlite.connection import (
-        AsyncSqliteConnection,
-        SqliteConnection,
-        path_from_url,
-    )
+    from raftflow.transports.sqlite.connection import AsyncSqliteConnection, connect_url
 
     _no_options("sqlite", options)
     assert isinstance(url, str)
-    connection = AsyncSqliteConnection(SqliteConnection(path_from_url(url)))
+    connection = AsyncSqliteConnection(connect_url(url))
     return AsyncDatabase(connection, clock or LocalClock())
 
 

@@ -5,6 +5,11 @@ error and rolls back; a non-transactional request runs each statement in its own
 transaction and keeps going after a failure -- exactly rqlite's semantics, so the flows in
 :mod:`raftflow.transports.queue` and :mod:`raftflow.stores.flows` need no SQLite special case.
 SQLite's write lock serializes writers across threads and processes as Raft does across machines.
+
+Durable by default: WAL mode with ``synchronous=FULL``, so a commit is on disk when it is
+acknowledged, power loss included. ``sqlite:///app.db?synchronous=normal`` trades that for
+speed: a commit is then safe from a crash of the process, but the last ones before a power
+loss or an OS crash may be lost (docs/performance.md measures the difference).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 import uuid
 from typing import Any
 
@@ -27,6 +33,9 @@ MEMORY = ":memory:"
 AT_ONCE_WAIT = 0.05
 #: The longest pause between two tries of a request that found the database locked.
 MAX_BUSY_DELAY = 0.05
+#: The ``synchronous`` settings a URL may ask for (``?synchronous=normal``), the default
+#: first. OFF is not offered: a crash of the machine could then corrupt the file.
+SYNCHRONOUS = ("full", "normal")
 
 
 class SqliteConnection:
@@ -36,9 +45,12 @@ class SqliteConnection:
     processes may open the same file (WAL mode, a 30 s busy timeout).
     """
 
-    def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: str, *, busy_timeout: float = 30.0, synchronous: str = SYNCHRONOUS[0]
+    ) -> None:
         if not isinstance(path, str) or not path:
             raise ConfigurationError("a SQLite path must be a non-empty string")
+        self.synchronous = _check_synchronous(synchronous)
         self.path = path
         if path == MEMORY:
             self._identity = f"sqlite:memory:{uuid.uuid4().hex}"
@@ -68,7 +80,7 @@ class SqliteConnection:
             try:
                 if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")  # checked
                 return
             except sqlite3.OperationalError as exc:
                 text = str(exc).lower()
@@ -158,7 +170,10 @@ class SqliteConnection:
             result = self._run_one(statement.sql, statement.params)
             results.append(result)
             if result.error is not None:
-                self._db.execute("ROLLBACK")
+                # SQLite may have rolled the transaction back itself (SQLITE_FULL, an I/O
+                # error...): a ROLLBACK then fails and would hide the statement's error.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 missing = len(request.statements) - len(results)
                 results.extend(
                     Result(error=f"not executed: {result.error}") for _ in range(missing)
@@ -168,8 +183,9 @@ class SqliteConnection:
             self._db.execute("COMMIT")
         except sqlite3.OperationalError:
             # Busy (only outside WAL mode: readers hold the file): the transaction is
-            # still open; nothing of it applied.
-            self._db.execute("ROLLBACK")
+            # still open; nothing of it applied. (A failed fsync ends it already.)
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
         return tuple(results)
 
@@ -235,12 +251,49 @@ def _is_busy(error: str | None) -> bool:
     return error is not None and ("database is locked" in error or "table is locked" in error)
 
 
+def connect_url(url: str) -> SqliteConnection:
+    """A :class:`SqliteConnection` to a ``sqlite:`` URL (:func:`path_from_url`), with the
+    options of its query: ``synchronous=full`` (the default) or ``normal``."""
+    path = path_from_url(url)
+    return SqliteConnection(path, synchronous=_synchronous_of(url))
+
+
+def _synchronous_of(url: str) -> str:
+    query = url.partition("?")[2]
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigurationError(f"a sqlite URL's query must be name=value: {url!r}") from None
+    options: dict[str, str] = {}
+    for name, value in pairs:
+        if name != "synchronous":
+            raise ConfigurationError(
+                f"unknown option {name!r} in a sqlite URL: the only one is "
+                f"synchronous={'|'.join(SYNCHRONOUS)}"
+            )
+        if name in options:
+            raise ConfigurationError(f"option {name!r} given twice in a sqlite URL")
+        options[name] = _check_synchronous(value)
+    return options.get("synchronous", SYNCHRONOUS[0])
+
+
+def _check_synchronous(value: object) -> str:
+    text = value.lower() if isinstance(value, str) else value
+    if text not in SYNCHRONOUS:
+        raise ConfigurationError(
+            f"synchronous must be {' or '.join(SYNCHRONOUS)} (full: every acknowledged "
+            f"commit survives a power loss), not {value!r}"
+        )
+    return str(text)
+
+
 def path_from_url(url: str) -> str:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` or
-    ``sqlite:///:memory:`` (SQLAlchemy's spelling) to a path for :class:`SqliteConnection`."""
+    ``sqlite:///:memory:`` (SQLAlchemy's spelling) to a path for :class:`SqliteConnection`;
+    a query (``?synchronous=normal``) is left to :func:`connect_url`."""
     if not isinstance(url, str) or not url.startswith("sqlite:"):
         raise ConfigurationError(f"not a sqlite URL: {url!r}")
-    rest = url[len("sqlite:") :]
+    rest = url[len("sqlite:") :].partition("?")[0]
     if rest in ("", "//", "///:memory:", "//:memory:", ":memory:"):
         return MEMORY
     if not rest.startswith("///"):

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -203,17 +204,43 @@ def json_option(fn: F) -> F:
 
 
 def load_engine(spec: str) -> Engine:
-    """``module:attribute`` (``raftflow.engine.ops.demo:engine``) to the Engine it names."""
+    """``module:attribute`` (``raftflow.engine.ops.demo:engine``) to the Engine it names;
+    :class:`ConfigurationError` in one line (exit 2) for anything else, including a
+    module that cannot be imported (the line says where its import failed)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise click.BadParameter(f"expected module:attribute, got {spec!r}", param_hint="APP")
+        raise ConfigurationError(f"app {spec!r}: expected MODULE:ATTRIBUTE, e.g. myapp:engine")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and f"{module_name}.".startswith(f"{exc.name}."):
+            raise ConfigurationError(
+                f"app {spec!r}: no module named {exc.name!r} (run the command from the app's "
+                "directory, or add it to PYTHONPATH)"
+            ) from None
+        raise ConfigurationError(f"app {spec!r}: importing it failed: {_failure(exc)}") from None
+    except Exception as exc:  # the app's own code failed on import
+        raise ConfigurationError(f"app {spec!r}: importing it failed: {_failure(exc)}") from None
     engine = getattr(module, attribute, None)
     if not isinstance(engine, Engine):
-        raise ConfigurationError(f"{spec} is not an Engine (found {type(engine).__name__})")
+        found = "nothing" if engine is None else f"a {type(engine).__name__}"
+        raise ConfigurationError(
+            f"app {spec!r}: {module_name}.{attribute} is {found}, not an Engine"
+        )
     return engine
+
+
+def _failure(exc: BaseException) -> str:
+    """An exception in one line, with where it was raised (the innermost frame)."""
+    if isinstance(exc, SyntaxError):  # raised by the compiler: no frame of the app's file
+        where = f" ({exc.filename}, line {exc.lineno})"
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {message}{where}"
 
 
 # -- time ---------------------------------------------------------------------------------
@@ -307,7 +334,13 @@ def error_line(error: ErrorInfo | None) -> str:
     return f"{error.type}: {error.message}".splitlines()[0][:120]
 
 
-def execution_row(record: ExecutionRecord) -> list[Any]:
+def execution_row(record: ExecutionRecord, now: float | None = None) -> list[Any]:
+    """A row of ``list``: TOOK is the whole run of a finished execution, the time so far
+    of one that is not (``now``: the cluster's clock; without it, ``-``)."""
+    if record.status.is_final and record.completed_at is not None:
+        took = fmt_seconds(record.completed_at - record.created_at)
+    else:
+        took = _so_far(record.created_at, now)
     return [
         record.id,
         record.workflow,
@@ -315,22 +348,39 @@ def execution_row(record: ExecutionRecord) -> list[Any]:
         + (" (cancel asked)" if record.cancel_reason and not record.status.is_final else ""),
         record.steps_done,
         fmt_time(record.created_at),
-        fmt_seconds((record.completed_at or record.updated_at) - record.created_at),
+        took,
     ]
+
+
+def _so_far(since: float, now: float | None) -> str:
+    return "-" if now is None else f"{fmt_seconds(max(0.0, now - since))} so far"
 
 
 EXECUTION_HEADERS = ["ID", "WORKFLOW", "STATUS", "STEPS", "CREATED", "TOOK"]
 
 
-def step_row(step: StepRecord) -> list[Any]:
+def step_row(step: StepRecord, now: float | None = None, live: bool = False) -> list[Any]:
+    """A row of ``steps``. A call still waiting while its execution runs (``live``) --
+    a sleep before its wake time (recorded at its start), a recv, a retry -- shows what it
+    waits for and its time so far; a finished sleep, how long it slept."""
+    status, took = step.status, fmt_seconds(step.ended_at - step.started_at)
+    asleep = step.kind == "sleep" and step.wake_at is not None
+    pending = not step.done or (asleep and now is not None and (step.wake_at or 0) > now)
+    if live and pending:
+        if step.wake_at is not None:
+            kind = "retrying at" if step.status == "retrying" else "waiting until"
+            status = f"{kind} {fmt_time(step.wake_at)}"
+        took = _so_far(step.started_at, now)
+    elif asleep:
+        took = fmt_seconds((step.wake_at or step.started_at) - step.started_at)
     return [
         step.idx,
         step.kind,
         step.name,
-        step.status,
+        status,
         step.attempts,
         fmt_time(step.started_at),
-        fmt_seconds(step.ended_at - step.started_at),
+        took,
         step.worker_id,
         error_line(step.error),
     ]

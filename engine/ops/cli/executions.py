@@ -261,14 +261,15 @@ def steps(execution_id: str, conn: Connection, as_json: bool) -> None:
     """
     engine = conn.engine()
     try:
-        handle = engine.get(execution_id)
-        records = handle.steps()
+        detail = Inspector(engine.store.database).detail(execution_id)
     finally:
         engine.close()
     if as_json:
-        print_json(records)
+        print_json(detail.steps)
     else:
-        click.echo(table([step_row(s) for s in records], STEP_HEADERS))
+        live = not detail.execution.status.is_final
+        rows = [step_row(s, detail.now, live) for s in detail.steps]
+        click.echo(table(rows, STEP_HEADERS))
 
 
 @click.command(name="list")
@@ -295,15 +296,15 @@ def list_(
     since_ts = parse_since(since)
     engine = conn.engine()
     try:
-        records = Inspector(engine.store.database).list(
-            status=status, workflow=workflow, since=since_ts, limit=limit
-        )
+        inspector = Inspector(engine.store.database)
+        records = inspector.list(status=status, workflow=workflow, since=since_ts, limit=limit)
+        now = inspector.now()
     finally:
         engine.close()
     if as_json:
         print_json([_summary(r) for r in records])
     else:
-        click.echo(table([execution_row(r) for r in records], EXECUTION_HEADERS))
+        click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
 
 
 def _summary(record: ExecutionRecord) -> dict[str, Any]:
@@ -325,12 +326,13 @@ def executions(
     engine = conn.engine()
     try:
         records = engine.list(status=status, limit=limit)
+        now = Inspector(engine.store.database).now()
     finally:
         engine.close()
     if as_json:
         print_json([_summary(r) for r in records])
     else:
-        click.echo(table([execution_row(r) for r in records], EXECUTION_HEADERS))
+        click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
 
 
 @click.command()
@@ -339,7 +341,8 @@ def executions(
 @json_option
 def cancel(execution_id: str, conn: Connection, as_json: bool) -> None:
     """Cancel execution ID: it stops at its next step boundary (a running step
-    finishes), its children with it. A finished execution is left as it is.
+    finishes), its children with it; one that no worker has started is cancelled at
+    once. A finished execution is left as it is.
 
     \b
     Example:
@@ -348,12 +351,22 @@ def cancel(execution_id: str, conn: Connection, as_json: bool) -> None:
     engine = conn.engine()
     try:
         before = engine.cancel(execution_id)
+        now = before if before.is_final else engine.get(execution_id).status()
     finally:
         engine.close()
     if as_json:
-        print_json({"id": execution_id, "status": before.value, "cancelled": not before.is_final})
+        print_json(
+            {
+                "id": execution_id,
+                "status": before.value,
+                "cancelled": not before.is_final,
+                "status_now": now.value,
+            }
+        )
     elif before.is_final:
         click.echo(f"{execution_id} is already {before.value}: nothing to cancel")
+    elif now is Status.CANCELLED:
+        click.echo(f"{execution_id}: cancelled (it was {before.value})")
     else:
         click.echo(f"{execution_id}: cancel requested (it was {before.value})")
 

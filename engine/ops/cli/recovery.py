@@ -12,7 +12,8 @@ from raftflow.engine.ops.cli.common import Connection, connection_options, json_
 @json_option
 def resume(execution_id: str, conn: Connection, as_json: bool) -> None:
     """Run failed or cancelled execution ID again from its last recorded step, on the
-    code deployed now (the step that failed runs again). Any other status: nothing done.
+    code deployed now (the step that failed runs again, a new round of its retries, its
+    failed attempts kept). Any other status: nothing done.
 
     \b
     Example:
@@ -37,7 +38,8 @@ def resume(execution_id: str, conn: Connection, as_json: bool) -> None:
     "--from-step",
     type=click.IntRange(min=0),
     required=True,
-    help="The first call to run again; the calls before it reuse ID's records.",
+    help="The first call to run again (0 to the number of calls ID recorded); the calls "
+    "before it reuse ID's records.",
 )
 @click.option("--id", "new_id", help="The new execution's id (default: a new uuid).")
 @connection_options

@@ -4,13 +4,14 @@ for the live counts; no JavaScript build step.
 Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, and the
 schedules' list of :class:`~raftflow.engine.runtime.schedules.ScheduleFlows`; ``weak``: no Raft
 entry, no lock held beyond the statement), so what a page shows is one consistent state of
-the database. Actions (cancel, send a signal) are the engine's own one-statement
-calls, each behind a confirmation page and a CSRF-checked POST (:mod:`.auth`).
+the database. Actions (cancel, send a signal, resume, fork) are the engine's own
+one-request calls, each behind a confirmation page and a CSRF-checked POST (:mod:`.auth`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import sys
 import time
@@ -169,7 +170,8 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
         record = engine.store.get(execution_id)
         if record is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
-        return page(request, "confirm.html", action=action, e=record)
+        calls = len(engine.get(execution_id).steps()) if action == "fork" else 0
+        return page(request, "confirm.html", action=action, e=record, calls=calls)
 
     async def act(request: Request) -> Response:
         form = await _form(request)
@@ -180,6 +182,15 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
         execution_id = form.get("id", "")
         if request.url.path == "/cancel":
             await run_in_threadpool(engine.cancel, execution_id)
+        elif request.url.path == "/resume":
+            if not await run_in_threadpool(engine.resume, execution_id):
+                raise InvalidArgumentError(
+                    f"{execution_id!r} is neither failed nor cancelled: nothing to resume"
+                )
+        elif request.url.path == "/fork":
+            from_step = _whole_number(form.get("from_step", ""), "from_step")
+            fork = functools.partial(engine.fork, new_execution_id=form.get("new_id") or None)
+            execution_id = (await run_in_threadpool(fork, execution_id, from_step)).id
         else:
             topic = form.get("topic") or None
             try:
@@ -202,13 +213,24 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
         Route("/schedules", schedules),
         Route("/cancel", confirm, methods=["GET"]),
         Route("/send", confirm, methods=["GET"]),
+        Route("/resume", confirm, methods=["GET"]),
+        Route("/fork", confirm, methods=["GET"]),
         Route("/cancel", act, methods=["POST"]),
         Route("/send", act, methods=["POST"]),
+        Route("/resume", act, methods=["POST"]),
+        Route("/fork", act, methods=["POST"]),
         *signin_routes(settings, sessions, page, _form),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Starlette(routes=routes, middleware=middleware(settings, sessions, page))
+
+
+def _whole_number(text: str, name: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise InvalidArgumentError(f"{name} must be a whole number, not {text[:40]!r}") from None
 
 
 async def _form(request: Request) -> dict[str, str]:
