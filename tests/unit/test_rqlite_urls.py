@@ -82,3 +82,13 @@ def test_the_cli_never_prints_a_password_from_the_url(url: str, code: int) -> No
     output = result.stdout + result.stderr
     assert result.returncode == code, output
     assert "s3cr" not in output and "Traceback" not in output
+
+
+def test_a_string_may_list_its_nodes_as_whole_urls() -> None:
+    one = RqliteConfig.from_url("http://u:p%2C@127.0.0.1:1,127.0.0.1:2")
+    listed = RqliteConfig.from_url("http://u:p%2C@127.0.0.1:1,http://127.0.0.1:2")
+    assert one.nodes == listed.nodes == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    assert listed.username == "u" and listed.password == "p,"
+    # a comma inside the password never starts a node
+    (node,) = RqliteConfig.from_url("http://u:a,http://b@127.0.0.1:1").nodes
+    assert node == "http://127.0.0.1:1"

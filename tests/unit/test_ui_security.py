@@ -51,7 +51,7 @@ def client(
 
 
 def signals(engine: Engine) -> list[Any]:
-    return Inspector(engine.backend.database).detail("target").signals
+    return Inspector(engine.store.database).detail("target").signals
 
 
 # -- 1. the Host allow-list ---------------------------------------------------------------

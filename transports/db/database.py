@@ -39,7 +39,8 @@ class ConnectOptions(TypedDict, total=False):
     """How to reach a database: the keyword options of every ``from_url``.
 
     They apply to rqlite URLs (a ``sqlite:`` URL takes none but ``clock``): ``verify`` is
-    ``True``, ``False`` or the path of a CA bundle; ``timeout`` bounds one HTTP attempt,
+    ``True``, ``False`` or the path of a CA bundle; ``username`` and ``password`` the
+    credentials when the URL has none (never shown); ``timeout`` bounds one HTTP attempt,
     ``retry_timeout`` all the attempts of one request across nodes and leader changes,
     ``connect_timeout`` the wait for a leader with a quorum at connect; ``http`` picks
     the HTTP client (``"raftflow"``, the default: raftflow's own HTTP/1.1 on keep-alive
@@ -48,6 +49,8 @@ class ConnectOptions(TypedDict, total=False):
     """
 
     verify: bool | str
+    username: str
+    password: str
     timeout: float
     retry_timeout: float
     connect_timeout: float

@@ -20,6 +20,7 @@ from raftflow.transports.db.flow import Request, Response, Result
 from raftflow.transports.rqlite.numbered import positional
 from raftflow.transports.rqlite.rewrites import parse_changes_nothing
 from raftflow.transports.rqlite.urls import parse as parse_url
+from raftflow.transports.rqlite.urls import split_urls
 
 from raftflow.errors import (
     AuthenticationError,
@@ -67,7 +68,7 @@ class RqliteConfig:
 
         Credentials may sit in any of the URLs; keyword ``options`` override fields.
         """
-        urls = [url] if isinstance(url, str) else list(url)
+        urls = split_urls(url) if isinstance(url, str) else list(url)
         if not urls or not all(isinstance(u, str) and u for u in urls):
             raise ConfigurationError("from_url() takes a URL string or a list of URL strings")
         nodes: list[str] = []

@@ -73,6 +73,15 @@ def parse(url: str) -> RqliteUrl:
     return RqliteUrl(tuple(nodes), username, password)
 
 
+def split_urls(url: str) -> list[str]:
+    """The URLs a string lists: ``http://a:4001,b:4001`` is one URL of two nodes, and
+    ``http://a:4001,http://b:4001`` two URLs (a comma followed by a scheme starts the next;
+    the credentials, before the last ``@``, are never split)."""
+    head, at, tail = url.rpartition("@")
+    parts = re.split(r",(?=[A-Za-z][A-Za-z0-9+.-]*://)", tail)
+    return [head + at + parts[0], *parts[1:]]
+
+
 def has_credentials(url: str) -> bool:
     """Whether an rqlite URL carries a user (and password) of its own."""
     match = _SCHEME.match(url.strip())
