@@ -38,7 +38,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
     from raftflow.stores.flows import QUERIES as STORE
     from raftflow.stores.flows import start_params
     from raftflow.stores.records import Status
-    from raftflow.transports.db.flow import Request, Statement, drive
+    from raftflow.transports.db.flow import Request, Statement, run_flow
     from raftflow.transports.payload import to_json
 
     n = ctx.settings.claim_samples
@@ -81,7 +81,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
         )
 
     def leased(count: int) -> tuple[str, dict[str, int], list[str]]:
-        now = drive(conn, flows.clock.now())
+        now = run_flow(conn, flows.clock.now())
         ids = [uuid.uuid4().hex for _ in range(count)]
         starts = tuple(
             STORE("start", start_params(e, "chain", "{}", 0, run_text, now, uuid.uuid4().hex))
@@ -129,7 +129,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
                 ids: list[str] = ids,
                 step: list[int] = step,
             ) -> None:
-                now = drive(conn, flows.clock.now())
+                now = run_flow(conn, flows.clock.now())
                 commits = [
                     Commit(
                         execution_id=e,
@@ -156,7 +156,7 @@ def run_cost(ctx: Context) -> dict[str, Any]:
 
             measure(f"raftflow commit x{batch} (engine)", commit_all, 2, batch)
 
-        now = drive(conn, flows.clock.now())
+        now = run_flow(conn, flows.clock.now())
         empty = Request(
             flows.claim_statements("bench-cost:none", now, now + 30, 16, 0)
             + claim_context("bench-cost:none", now)

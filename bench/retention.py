@@ -121,11 +121,11 @@ class Probe:
 
     def run(self) -> None:
         from raftflow.stores.claim import claim_context
-        from raftflow.transports.db.flow import Request, Statement, drive
+        from raftflow.transports.db.flow import Request, Statement, run_flow
 
         conn, flows = self.engine.store.database.connection, self.engine.transport.flows
         while not self.stop.is_set():
-            now = drive(conn, flows.clock.now())
+            now = run_flow(conn, flows.clock.now())
             token = f"probe:{uuid.uuid4().hex}"
             request = Request(
                 flows.claim_statements(token, now, now + 30.0, 1, 0) + claim_context(token, now)

@@ -79,7 +79,7 @@ RELEASE = "UPDATE messages SET locked_by = NULL, lock_expiry = 0 WHERE locked_by
 
 def raftflow_claims(ctx: Context) -> dict[str, Any]:
     from raftflow.stores.claim import claim_context
-    from raftflow.transports.db.flow import Request, Statement, drive
+    from raftflow.transports.db.flow import Request, Statement, run_flow
     from raftflow.transports.queue import QUERIES as QUEUE
 
     s = ctx.settings
@@ -97,7 +97,7 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
             for limit in (1, s.concurrency):
                 key = f"raftflow claim (limit {limit})"
                 for n in range(s.claim_samples):
-                    now = drive(conn, flows.clock.now())
+                    now = run_flow(conn, flows.clock.now())
                     token = f"bench-scale:{uuid.uuid4().hex}"
                     request = Request(
                         flows.claim_statements(token, now, now + 30.0, limit, 0)
@@ -116,7 +116,7 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
                         ctx.progress.update(f"{key}: {n}/{s.claim_samples}")
             for _ in range(s.claim_samples):
                 started = time.perf_counter()
-                drive(conn, flows.claimable(0))
+                run_flow(conn, flows.claimable(0))
                 timings.setdefault("raftflow idle poll (weak read)", []).append(
                     time.perf_counter() - started
                 )
@@ -125,7 +125,7 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
             ctx.progress.done(f"claim p50 {first['p50_ms']} ms, p99 {first['p99_ms']} ms")
         # rqlite refuses EXPLAIN of an UPDATE on /db/query: explain the SELECT that picks
         # the claimed rows (the UPDATE's `seq IN (...)`), at the largest size.
-        now = drive(conn, flows.clock.now())
+        now = run_flow(conn, flows.clock.now())
         params = {"now": now, "limit": 1, "min_priority": 0}
         found = re.search(r"WHERE seq IN \((.*)\)\s*$", QUEUE.queries["claim"], re.S)
         if found:

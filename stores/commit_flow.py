@@ -78,9 +78,9 @@ class CommitFlows:
             # commits full -- each commit id tells whether an earlier attempt applied.
             again = [replace(c, full=True) if c.lean_final else c for c in commits]
             return (yield from self.commit(again, visibility))
-        return (yield from self._settle(commits, lean, full, response, 0, now, expiry, finals))
+        return (yield from self._decide(commits, lean, full, response, 0, now, expiry, finals))
 
-    def _settle(
+    def _decide(
         self,
         commits: Sequence[Commit],
         lean: Sequence[Commit],
@@ -152,7 +152,7 @@ class CommitFlows:
             lean = [c for c in commits if c.lean]
             full = [c for c in commits if not c.lean]
             offset = owners.index(None, 1)  # past the fence and the writes
-            return (yield from self._settle(commits, lean, full, response, offset, now, expiry))
+            return (yield from self._decide(commits, lean, full, response, offset, now, expiry))
         outcomes: dict[str, CommitOutcome] = {}
         culprit = owners[failed] if failed < len(owners) else None
         if culprit is not None and not response.ambiguous:

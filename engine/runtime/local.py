@@ -61,7 +61,7 @@ KEPT_OUTCOMES = 256
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class KeptOutcome:
     """An execution's outcome as its worker committed it, and when that commit was sent."""
 
     workflow: str
@@ -94,7 +94,7 @@ class LocalWorkers:
         self._watched: dict[str, _Watch] = {}
         self._held: dict[str, int] = {}  # executions a local worker was handed at their start
         self._workflows: dict[str, str] = {}  # ... and their workflows
-        self._outcomes: OrderedDict[str, Outcome] = OrderedDict()
+        self._outcomes: OrderedDict[str, KeptOutcome] = OrderedDict()
         self._counter = itertools.count(1)  # orders waiters' calls and commits' sending
 
     def add(self, run: LocalSlots) -> None:
@@ -174,7 +174,7 @@ class LocalWorkers:
             workflow = self._workflows.get(execution_id)
             if workflow is None:
                 return
-            self._outcomes[execution_id] = Outcome(workflow, status, output, error, sent)
+            self._outcomes[execution_id] = KeptOutcome(workflow, status, output, error, sent)
             self._outcomes.move_to_end(execution_id)
             while len(self._outcomes) > KEPT_OUTCOMES:
                 self._outcomes.popitem(last=False)
@@ -182,7 +182,7 @@ class LocalWorkers:
             # next execution at once then finds the slot free again (the start fast path)
             # rather than a worker still finishing this one.
 
-    def outcome(self, execution_id: str, ticket: int) -> Outcome | None:
+    def outcome(self, execution_id: str, ticket: int) -> KeptOutcome | None:
         """The outcome a worker here committed after the waiter holding ``ticket`` began
         waiting, if any."""
         with self._finished:

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftflow.transports.db.flow import Request, Response, Result, Statement, drive
+from raftflow.transports.db.flow import Request, Response, Result, Statement, run_flow
 from raftflow.transports.db.schema import ensure
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.client import _advance
@@ -398,7 +398,7 @@ def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnectio
         _DATABASES.clear()  # a forked child: its parent's connections are not its own
     if not _DATABASES:
         main = SqliteConnection(":memory:")
-        drive(main, ensure(True))
+        run_flow(main, ensure(True))
         for result in main.send(tables).results:
             assert result.error is None, result.error
         stale = SqliteConnection(":memory:")

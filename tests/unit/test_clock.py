@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from raftflow.transports.db.clock import ClusterClock, LocalClock, earliest, earliest_estimate
-from raftflow.transports.db.flow import Flow, Request, Response, Result, drive
+from raftflow.transports.db.flow import Flow, Request, Response, Result, run_flow
 from raftflow.transports.db.schema import ensure
 from raftflow.transports.queue import QUERIES, QueueFlows
 from raftflow.transports.sqlite.connection import SqliteConnection
@@ -95,16 +95,16 @@ class _Ahead:
 
 def test_a_claim_never_takes_over_a_live_lease_with_a_clock_ahead() -> None:
     connection = SqliteConnection(":memory:")
-    drive(connection, ensure(True))
+    run_flow(connection, ensure(True))
     holder, taker = QueueFlows(LocalClock()), QueueFlows(_Ahead())  # type: ignore[arg-type]
-    drive(connection, holder.publish("g", {"n": 1}))
-    held = drive(connection, holder.claim("a", visibility=0.5)).leases
+    run_flow(connection, holder.publish("g", {"n": 1}))
+    held = run_flow(connection, holder.claim("a", visibility=0.5)).leases
     assert len(held) == 1
     # Live for 0.5 s more on the reference clock; the taker's estimate says it lapsed.
-    assert drive(connection, taker.claimable()) is False
-    assert drive(connection, taker.claim("b", visibility=5.0)).leases == []
+    assert run_flow(connection, taker.claimable()) is False
+    assert run_flow(connection, taker.claim("b", visibility=5.0)).leases == []
     time.sleep(0.6)  # now it has lapsed for real
-    (taken,) = drive(connection, taker.claim("b", visibility=5.0)).leases
+    (taken,) = run_flow(connection, taker.claim("b", visibility=5.0)).leases
     assert taken.group_id == "g" and taken.token.startswith("b:")
     connection.close()
 

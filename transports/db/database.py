@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypedDict, TypeVar
 
 from raftflow.transports.db.clock import Clock, ClusterClock, LocalClock
-from raftflow.transports.db.flow import AsyncConnection, Connection, Flow, adrive, drive
+from raftflow.transports.db.flow import AsyncConnection, Connection, Flow, arun_flow, run_flow
 from raftflow.transports.queue import QUERIES
 from typing_extensions import Unpack
 
@@ -82,7 +82,7 @@ class Database(_Database[Connection]):
 
     def run(self, flow: Flow[T]) -> T:
         """Run an I/O-free flow over this connection."""
-        return drive(self.connection, flow)
+        return run_flow(self.connection, flow)
 
     def to_async(self) -> AsyncDatabase:
         """The async twin on the same database and clock (not yet used: nothing is sent)."""
@@ -97,7 +97,7 @@ class AsyncDatabase(_Database[AsyncConnection]):
 
     async def run(self, flow: Flow[T]) -> T:
         """Run an I/O-free flow over this connection."""
-        return await adrive(self.connection, flow)
+        return await arun_flow(self.connection, flow)
 
     async def close(self) -> None:
         await self.connection.close()

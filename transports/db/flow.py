@@ -3,9 +3,9 @@
 A backend operation is a *flow*: a generator that yields :class:`Request` objects and
 receives a :class:`Response` for each. The flow holds all the logic (which statements,
 how to read the results, what a retry means); a *connection* only carries requests to a
-database. :func:`drive` and :func:`adrive` run a flow over a sync or an async connection,
-so every operation is written once for rqlite and SQLite, sync and async (the shape of
-httpx's ``Auth.auth_flow``).
+database. :func:`run_flow` and :func:`arun_flow` run a flow over a sync or an async
+connection, so every operation is written once for rqlite and SQLite, sync and async (the
+shape of httpx's ``Auth.auth_flow``).
 
 A request mirrors rqlite's model, which the SQLite connection reproduces: a list of
 statements applied as one unit (one Raft entry), either as one transaction (all or
@@ -150,7 +150,7 @@ class AsyncConnection(Protocol):
     async def close(self) -> None: ...
 
 
-def drive(connection: Connection, flow: Flow[T]) -> T:
+def run_flow(connection: Connection, flow: Flow[T]) -> T:
     """Run ``flow`` to completion over a sync connection."""
     try:
         request = next(flow)
@@ -160,7 +160,7 @@ def drive(connection: Connection, flow: Flow[T]) -> T:
         return stop.value  # type: ignore[no-any-return]
 
 
-async def adrive(connection: AsyncConnection, flow: Flow[T]) -> T:
+async def arun_flow(connection: AsyncConnection, flow: Flow[T]) -> T:
     """Run ``flow`` to completion over an async connection."""
     try:
         request = next(flow)

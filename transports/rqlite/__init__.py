@@ -1,6 +1,7 @@
 """RqliteTransport: the Raft-replicated, lease-based queue on an rqlite cluster.
 
-The design is the user's spec (``shared/spec/rqlite-transport.md``); where this
+The design is the spec of ``RqliteTransport`` (schema, the single-statement claim,
+publish/claim/ack/nack, ``from_url``, the async twin); where this
 implementation deviates it does better at equal semantics, and says so where it does:
 the claim is one HTTP round trip and one Raft entry instead of three requests
 (:mod:`raftflow.transports.queue`), a group's availability is cached in ``groups.ready_at``
