@@ -1,6 +1,6 @@
 """What a worker gives the runs it hosts: commits, the clock, the turn's length, the store.
 
-:class:`RunHost` is the :class:`~raftflow.engine.workflow.activation.Host` of every
+:class:`RunHost` is the :class:`~raftflow.engine.workflow.host.Host` of every
 activation of one worker run: the workflow core asks it, and only it, for what lies outside
 the replay -- sending a commit (through the group committer), running a store flow, reading
 the cluster's clock, deciding whether a run keeps its turn for one more step.
@@ -30,7 +30,6 @@ from raftflow.transports.payload import from_json
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.worker import WorkerOptions, WorkerStats
-    from raftflow.engine.workflow.activation import Activation
 
 log = logging.getLogger("raftflow.worker")
 
@@ -141,14 +140,15 @@ class RunHost:
 
     # -- turns ----------------------------------------------------------------------------
 
-    def keep_turn(self, activation: Activation) -> bool:
-        """Whether ``activation`` goes on with its next step in this turn (called from the
-        thread that runs it). After ``steps_per_turn`` steps it is handed back only if
-        another execution waits to be claimed: fairness needs the slot then, and
-        otherwise a hand-back buys nothing and costs a claim (a Raft entry, and a wait)."""
+    def keep_turn(self, turn_steps: int) -> bool:
+        """Whether a run goes on with its next step in this turn (called from the thread
+        that runs it, with the steps it committed since its claim). After
+        ``steps_per_turn`` steps it is handed back only if another execution waits to be
+        claimed: fairness needs the slot then, and otherwise a hand-back buys nothing and
+        costs a claim (a Raft entry, and a wait)."""
         if self.stopping.is_set():
             return False
-        if activation.turn_steps + 1 < self.options.steps_per_turn:
+        if turn_steps + 1 < self.options.steps_per_turn:
             return True
         return not self.options.yield_idle_turns and not self._others_wait()
 
