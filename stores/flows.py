@@ -1,8 +1,8 @@
 """Every store operation as an I/O-free flow, shared by rqlite and SQLite, sync and async.
 
 Reads are cheap first, exact when it matters. A ``weak`` read is answered by the leader
-from its own state without a Raft round (0.4 ms instead of 1.5 ms, and no log entry), which
-is what status polling needs. But it can be stale: while a deposed leader has not noticed,
+from its own state without a Raft round (no log entry, no wait for a quorum), which is
+what status polling needs. But it can be stale: while a deposed leader has not noticed,
 and -- seen by the chaos suite -- for seconds after a whole-cluster restart, when the new
 leader answers before it has re-applied its log (even "no such table"). So an answer that
 would be wrong to act on when stale -- "no such execution", an error -- is read again at

@@ -35,7 +35,7 @@ WHERE locked_by = '__parked__' AND lock_expiry > :now;
 -- held now. Walks the pending executions (the queue's backlog), each key's slots on
 -- executions_by_limit; a cancelled waiter is no longer waiting. INDEXED BY: with the
 -- statistics of ANALYZE, SQLite prefers walking executions_by_limit, which holds every
--- limited execution ever run (52 ms instead of 3 ms at 200k finished ones).
+-- limited execution ever run: a walk that grows with the history, not with the backlog.
 SELECT e.limit_key, e.workflow, e.limit_max, COUNT(*) AS waiting, MIN(e.rowid) AS head,
        e.id AS next_id, e.created_at AS next_since,
        (SELECT COUNT(*) FROM executions AS h

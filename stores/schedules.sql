@@ -56,7 +56,7 @@ DELETE FROM messages WHERE group_id = :group_id;
 -- name: fragment.expired
 -- A batch of finished executions (archived runs of continue_as_new included) that ended
 -- before :cutoff, oldest first, on the `executions_finished` index (`+status`: left to
--- itself SQLite takes the status index and sorts every finished execution, 100 ms at 100k).
+-- itself SQLite takes the status index and sorts every finished execution).
 -- Not a child whose parent still runs: the parent may yet call its result(), which would
 -- wait for ever for a deleted child. Such children go once their parent has finished.
 SELECT id FROM executions AS x

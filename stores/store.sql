@@ -37,7 +37,7 @@ UPDATE executions SET trace_context = :trace_context WHERE id = :id AND commit_i
 -- name: start_outcome
 -- Read in the start's request, after it: the execution, whether this start created it
 -- (its commit id) or found it there, and the first event it leased (the fast path), if
--- any. One read instead of three (measured: the start request 11.8 against 13.1 ms p50).
+-- any. One read instead of three: each read costs the request a statement to prepare.
 SELECT {{fragment.execution_columns}}, commit_id = :commit_id AS created,
        (SELECT seq FROM messages WHERE group_id = :id AND locked_by = :lease_token)
          AS lease_seq,
@@ -50,8 +50,7 @@ FROM executions WHERE id = :id;
 -- the start trigger makes for it, as two plain statements of one transaction, whose
 -- results tell the caller all it needs -- `rows_affected` whether this start created the
 -- execution, the event's `last_insert_id` its seq (the start fast path's lease, engine/
--- local.py) -- so the request carries no read. Measured (docs/performance.md, "Latency"):
--- 8.4 against 11.0 ms p50 for the view and its read; the view's trigger program is
+-- local.py) -- so the request carries no read. The view's trigger program would be
 -- compiled on every node for every start (rqlite 8.26 prepares every statement anew), and
 -- a read makes the request a mixed one. The rows: tests/integration/test_starts.py.
 INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
@@ -71,7 +70,7 @@ WHERE changes() = 1;
 -- The commits of a batch as one JSON array (one object per commit, keys = the view's
 -- columns): one static statement whatever the batch size. rqlite 8.26 prepares every
 -- statement anew on every node, and preparing this trigger chain costs more than
--- running it, so one multi-row statement is several times cheaper than one per commit.
+-- running it, so one multi-row statement prepares it once for the batch, not per commit.
 INSERT INTO execution_commits (
   execution_id, lease_seq, lease_token, commit_id, now, worker_id,
   step_idx, step_name, step_status, step_output, step_error, step_started_at,
@@ -122,8 +121,7 @@ FROM json_each(:commits) AS c WHERE {{fragment.lean_fence}};
 
 -- name: lean_step
 -- `lean_commit` of a lone commit (nothing to batch it with: one execution at a time), with
--- named parameters: no JSON to parse on every node. Measured (bench.probe_latency,
--- docs/performance.md "Latency"): 3.17 against 3.55 ms p50 for json_each, raw write 2.96.
+-- named parameters: no JSON to parse on every node.
 INSERT OR IGNORE INTO steps (execution_id, idx, name, status, output, error, started_at,
                              ended_at, worker_id, kind, wake_at, commit_id)
 SELECT :execution_id, :step_idx, :step_name, :step_status, :step_output, :step_error,
@@ -151,8 +149,8 @@ LEFT JOIN messages AS m ON m.seq = json_extract(c.value, '$.lease_seq')
 -- execution -- wake its parent, free its limit's slot and admit the next waiter, recompute
 -- its group -- are AFTER triggers of `executions` and `messages` (migrations 1, 2 and 9):
 -- they fire for these statements exactly as for the trigger's own. A lone commit takes
--- named parameters (measured: 12.1 against 15.4 ms p50 with json_each, 18.4 for the full
--- commit, docs/performance.md); a batch of them one JSON array, as the other commits.
+-- named parameters (no JSON to parse on every node); a batch of them one JSON array, as
+-- the other commits.
 
 -- name: fragment.final_held
 EXISTS (SELECT 1 FROM messages AS m WHERE m.seq = :lease_seq AND m.locked_by = :lease_token)
@@ -194,13 +192,13 @@ run, limit_key, limit_max, admitted
 -- `lean_final` for an execution with no parent and no concurrency limit (the engine tells
 -- it from its record; the WHERE checks it again): the same row, written as a REPLACE of
 -- itself (same rowid, every column) instead of an UPDATE. An UPDATE of `status` compiles
--- the programs of the three status triggers and what they fire in turn (about 880 VDBE
--- ops, 1.8 ms on every node for every commit; rqlite 8.26 prepares every statement anew),
+-- the programs of the three status triggers and what they fire in turn (on every node,
+-- for every commit: rqlite 8.26 prepares every statement anew),
 -- and for such an execution each of them does nothing: `execution_finished` wakes a parent
 -- (there is none) and cancels children (only for a cancel, which takes the full commit),
 -- `execution_limit_freed` and `execution_limit_resumed` need a limit. REPLACE fires no
 -- trigger of `executions` (it has no insert trigger; its delete triggers would fire only
--- with recursive_triggers). Measured: 8.5 against 9.5 ms p50 for the final commit.
+-- with recursive_triggers).
 -- tests/integration/test_final_commits.py checks the rows, and that the columns and the
 -- triggers of `executions` are still the ones named here: a new column or trigger must be
 -- added here too.
@@ -295,10 +293,10 @@ LEFT JOIN messages AS m
 
 -- name: mark_claimed_running
 -- `+status`: look the claimed executions up by id. Left to itself SQLite walks the
--- status index, i.e. every pending execution (40 ms at 100k pending, 0.03 ms by id).
+-- status index, i.e. every pending execution: a walk that grows with the backlog.
 -- A REPLACE of each row by itself with the new status, not an UPDATE: an UPDATE of
--- `status` compiles the status triggers' programs on every node (1.7 of the claim
--- request's 3.3 ms of SQLite compile), and none of them does anything for pending ->
+-- `status` compiles the status triggers' programs on every node (most of the claim
+-- request's SQLite compile), and none of them does anything for pending ->
 -- running (they act on a final status, or on a return to pending). See
 -- `lean_final_unlinked` for why REPLACE fires no trigger.
 REPLACE INTO executions ({{fragment.execution_row}})

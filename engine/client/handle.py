@@ -29,9 +29,8 @@ T = TypeVar("T")
 HELD_READ = 1.0
 #: result()'s first reads of an execution run elsewhere come 10 ms apart (a short
 #: workflow is picked up, run and committed in that time), then the interval grows by
-#: half up to ``poll_interval``. Measured: a 1-step workflow on a worker in another
-#: process waited 20 -> 12 ms p50 from its commit to result()'s return (docs/
-#: performance.md); a wait of a second costs about 30 weak reads instead of 22.
+#: half up to ``poll_interval``: a short workflow's result is seen soon after its commit,
+#: for a few more weak reads (no Raft entry) over a long wait.
 DENSE_READS = 10
 
 

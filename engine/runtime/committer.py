@@ -4,13 +4,13 @@ Each activation hands its commit to :meth:`Committer.commit` and waits; the comm
 sends every commit waiting when a request can go as one statement
 (:meth:`~raftflow.stores.store.AsyncStore.commit`): N executions advancing together
 cost one Raft entry, not N. ``max_inflight`` requests may be in flight at once (1 by
-default: rqlite is CPU-bound, and more requests only split the batches -- measured in
-``docs/performance.md``). An execution has at most one commit waiting at a time, so
-concurrent requests never reorder an execution's commits.
+default: rqlite is CPU-bound, and more requests only split the batches; see
+``docs/performance.md``, "What bounds the numbers"). An execution has at most one commit
+waiting at a time, so concurrent requests never reorder an execution's commits.
 
 A commit from the only execution the worker is running goes at once, from its own task,
 when no request is in flight: nothing could join its batch, and the hand-offs to and from
-the committer's task cost three turns of the loop (docs/performance.md, "Latency").
+the committer's task would cost three turns of the loop.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ class Committer:
                     future.set_result(outcome)
         finally:
             # After the outcomes: the executions they wake are scheduled before the next
-            # batch is taken, so their next commits join it (a release first halves the
-            # batches: measured, 7.7 commits per request instead of 12.8).
+            # batch is taken, so their next commits join it (a release first would send
+            # the next batch without them).
             self._slots.release()
             if self._hooks is not None:
                 duration = time.perf_counter() - started

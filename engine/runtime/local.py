@@ -88,9 +88,9 @@ class LocalWorkers:
         self._runs: list[LocalSlots] = []
         self._finished = threading.Lock()
         # News per watched execution: a waiter compares its count to what it read before,
-        # and only the waiters of that execution wake. (One condition for all woke every
-        # result() thread of a C-client process at every finish, each taking the GIL from
-        # the worker's loop: measured in docs/performance.md.)
+        # and only the waiters of that execution wake. (One condition for all would wake
+        # every result() thread of the process at every finish, each taking the GIL from
+        # the worker's loop.)
         self._watched: dict[str, _Watch] = {}
         self._held: dict[str, int] = {}  # executions a local worker was handed at their start
         self._workflows: dict[str, str] = {}  # ... and their workflows

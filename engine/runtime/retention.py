@@ -16,12 +16,10 @@ delete it checks again at its next beat, with a ``weak`` read (no Raft entry).
 
 Why so small and so slow: rqlite applies one entry at a time, so a claim that arrives
 while a batch is applied waits for it (and the three replicas applying it take CPU from
-everything else). With batches of 1,000 taking a quarter of the time (the first version),
-claims had a p99 2.5x as high while it deleted (bench/retention.py: 100k expired
-executions on a 3-node cluster, alternating rounds); batches of 50 paced to 5% left p50
-within 2% and p99 within 9% in three runs (batches of 100: p99 up to 1.37x), and still
-delete about 100 executions a second on that loaded 2-core machine, five times what it
-finishes (docs/performance.md).
+everything else). Large batches, or deletes taking a large share of the time, make the
+claims wait; small batches paced to a small share barely slow them, at the price of speed:
+a large backlog takes a while to go (docs/performance.md, "Retention", has the figures;
+``bench/retention.py`` measures them).
 
 All workers should run with the same ``retention``: the duty's holder applies its own.
 """

@@ -52,8 +52,8 @@ class WorkerOptions:
     drain_timeout: float = 30.0  # on stop: how long running steps may take to finish
     park_unknown: float = 60.0  # how long an event this worker cannot run stays parked
     max_batch: int = 64  # commits per request at most
-    # Commit requests in flight at once. 1 measured best on rqlite (bench/, docs/
-    # performance.md): rqlite is CPU-bound, and more requests only split the batches.
+    # Commit requests in flight at once. 1 on rqlite: it is CPU-bound, and more requests
+    # only split the batches (docs/performance.md, "What bounds the numbers").
     max_inflight: int = 1
     retry_delay: float = 0.5  # after a failed claim; the first back-off of a hand-back
     # Runs kept suspended between turns (a claim that finds nothing changed resumes one
@@ -64,7 +64,8 @@ class WorkerOptions:
     sticky_cache_mb: float | None = None
     # Retention (engine/runtime/retention.py): executions deleted per request, the share of time
     # the deletes may take (after a batch that took t, a pause of t * (1/share - 1)), and
-    # the least pause between two requests. Measured in bench/retention.py.
+    # the least pause between two requests. Small and slow, so claims do not wait behind
+    # the deletes (bench/retention.py measures it).
     retention_batch: int = 50
     retention_share: float = 0.05
     retention_pause: float = 0.1

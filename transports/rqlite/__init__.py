@@ -50,8 +50,8 @@ class RqliteTransport(SqlTransport):
 
 class AsyncRqliteTransport(AsyncSqlTransport):
     """The async twin of :class:`RqliteTransport`. The spec names ``httpx.AsyncClient``
-    (``http="httpx"``); the default is raftflow's own sockets, the same requests for 1-3 ms
-    less each (:mod:`raftflow.transports.rqlite.wire`)."""
+    (``http="httpx"``); the default is raftflow's own sockets, the same requests for less
+    work each (:mod:`raftflow.transports.rqlite.wire`)."""
 
     requires = "rqlite"
 

@@ -32,8 +32,8 @@ from raftflow.transports.rqlite.wire import AsyncWire, SyncWire
 from raftflow.errors import ConfigurationError
 
 #: The HTTP client of a connection. ``"raftflow"`` (the default) is raftflow's own HTTP/1.1
-#: on keep-alive sockets (:mod:`raftflow.transports.rqlite.wire`: 1-2 ms less per request
-#: than httpx here); ``"httpx"`` is the spec's client, ``"requests"`` (sync only) the
+#: on keep-alive sockets (:mod:`raftflow.transports.rqlite.wire`: less work per request
+#: than httpx); ``"httpx"`` is the spec's client, ``"requests"`` (sync only) the
 #: optional extra.
 HttpLibrary = Literal["raftflow", "httpx", "requests"]
 HTTP_LIBRARIES: tuple[HttpLibrary, ...] = ("raftflow", "httpx", "requests")

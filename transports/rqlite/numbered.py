@@ -3,12 +3,9 @@
 raftflow's statements name their parameters (``:execution_id``), which keeps the SQL
 catalogue readable. On the wire a named parameter costs rqlite more than a positional
 one: it is decoded as a JSON object, carried by name in the Raft entry, and bound by a
-name lookup on every node (go-sqlite3 tries ``:``, ``@`` and ``$`` for each). Measured
-(``bench.probe_latency``-style alternating rounds, 3 local nodes, docs/performance.md
-"Latency"): a lone lean step commit, 12 parameters, 1.99 named against 1.93 ms p50
-numbered, 8 rounds of 200. So the encoder sends ``[sql', v1, v2, ...]`` where ``sql'``
-numbers each distinct name in order of first appearance; SQLite's ``?N`` binds the N-th
-value, however often it appears.
+name lookup on every node (go-sqlite3 tries ``:``, ``@`` and ``$`` for each). So the
+encoder sends ``[sql', v1, v2, ...]`` where ``sql'`` numbers each distinct name in order of
+first appearance; SQLite's ``?N`` binds the N-th value, however often it appears.
 
 The rewrite is lexical, and only of what is certainly a parameter: text in string
 literals, quoted identifiers and comments is left alone. A statement is sent as it was

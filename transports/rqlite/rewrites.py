@@ -13,7 +13,7 @@ statements reach Raft.
 The test is lexical and errs one way only: any of the words, in any case and anywhere (a
 column name, a comment, a string literal), and the request is parsed as before; so is any
 statement with a non-ASCII character (no case folding beyond ASCII to get right).
-Measured in docs/performance.md ("Latency").
+See docs/performance.md, "What bounds the numbers".
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ Every request raftflow makes is one small JSON POST (or a GET of ``/status``) to
 already knows, and at concurrency 1 a step waits for one such request. A general-purpose
 client pays for what that never uses -- cookies, auth and redirect flows, URL merging,
 ``anyio`` under asyncio -- on every request (``python -m bench.probe_http`` measures it
-against ``httpx``; docs/performance.md has the figures). A 5-step workflow run alone is 6
-such requests in a row.
+against ``httpx``). A 5-step workflow run alone is 6 such requests in a row.
 
 This is where raftflow deviates from the spec, which names ``httpx.AsyncClient`` for the
 async twin: the semantics of a request are the same (one POST, the same failure

@@ -9,7 +9,8 @@ SQLite's write lock serializes writers across threads and processes as Raft does
 Durable by default: WAL mode with ``synchronous=FULL``, so a commit is on disk when it is
 acknowledged, power loss included. ``sqlite:///app.db?synchronous=normal`` trades that for
 speed: a commit is then safe from a crash of the process, but the last ones before a power
-loss or an OS crash may be lost (docs/performance.md measures the difference).
+loss or an OS crash may be lost (docs/performance.md, "Embedded SQLite: durable commits",
+measures the difference).
 """
 
 from __future__ import annotations
@@ -105,8 +106,7 @@ class SqliteConnection:
         Used by the async twin to run requests on the event loop itself. A worker thread
         per request cost the step path a GIL hand-off at every statement: the thread
         waits for the busy loop to let go (up to the 5 ms switch interval) while holding
-        this connection, and the worker's next commits wait behind it (measured in
-        docs/performance.md)."""
+        this connection, and the worker's next commits wait behind it."""
         # Another thread of this process using the connection is brief, and this wait
         # releases the GIL, so that thread goes on at once. Bounded all the same.
         if not self._lock.acquire(timeout=AT_ONCE_WAIT):
