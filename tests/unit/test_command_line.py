@@ -14,7 +14,9 @@ from pathlib import Path
 import click
 import pytest
 from raftflow.engine.ops.cli import cli, main
-from raftflow.engine.ops.cli.common import Exit, Progress, exit_code_of, parse_since
+from raftflow.engine.ops.cli.exits import Exit, exit_code_of
+from raftflow.engine.ops.cli.output import Progress
+from raftflow.engine.ops.cli.times import parse_since
 
 from raftflow import Engine, WorkflowFailedError
 from raftflow.errors import (
@@ -260,7 +262,7 @@ def test_progress_shows_on_a_terminal_and_is_quiet_when_piped(
 
 
 def test_credentials_come_from_the_url_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from raftflow.engine.ops.cli.common import Connection
+    from raftflow.engine.ops.cli.connection import Connection
 
     monkeypatch.setenv("RAFTFLOW_USERNAME", "ops")
     monkeypatch.setenv("RAFTFLOW_PASSWORD", "s3cret")

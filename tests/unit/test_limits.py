@@ -342,7 +342,7 @@ def test_the_command_line_starts_with_debounce(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from raftflow.engine.ops.cli import main
-    from raftflow.engine.ops.cli.common import Exit
+    from raftflow.engine.ops.cli.exits import Exit
 
     url = f"sqlite:///{tmp_path}/cli.db"
     base = ["start", "approval", "--app", "tests.apps.ops:engine", "--id", "d1", "--url", url]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from raftflow.engine.ops.cli.common import Connection
+from raftflow.engine.ops.cli.connection import Connection
 from raftflow.transports.rqlite.protocol import RqliteConfig
 
 from raftflow.errors import ConfigurationError

@@ -1,10 +1,14 @@
 """The ``raftflow`` command (click): ``raftflow --help`` lists the commands, each
-``--help`` has an example. Modules: :mod:`.common` (connection options, output, exit
-codes), :mod:`.executions`, :mod:`.operations` (queue, workers, schedules),
-:mod:`.dashboard` (ui, hash-password), :mod:`.admin` (worker, migrate, demo, cluster,
-install-rqlite)."""
+``--help`` has an example. Commands: :mod:`.executions` (start, result, get, steps,
+list, cancel, send), :mod:`.recovery` (resume, fork), :mod:`.operations`
+(queue, workers, schedules), :mod:`.dashboard` (ui, hash-password), :mod:`.admin` (worker,
+migrate, demo, cluster, install-rqlite). What they share: :mod:`.connection` (the
+connection options), :mod:`.apps` (loading ``--app``), :mod:`.output` (tables, ``--json``,
+progress), :mod:`.rows` (executions and calls as rows), :mod:`.times` and :mod:`.exits`
+(exit codes)."""
 
-from raftflow.engine.ops.cli.common import Exit, load_engine
+from raftflow.engine.ops.cli.apps import load_engine
+from raftflow.engine.ops.cli.exits import Exit
 from raftflow.engine.ops.cli.main import cli, main
 
 __all__ = ["Exit", "cli", "load_engine", "main"]

@@ -14,16 +14,9 @@ from collections.abc import Iterator
 from types import FrameType
 
 import click
-from raftflow.engine.ops.cli.common import (
-    Connection,
-    Progress,
-    connection_options,
-    json_option,
-    load_engine,
-    print_json,
-    progress,
-    table,
-)
+from raftflow.engine.ops.cli.apps import load_engine
+from raftflow.engine.ops.cli.connection import Connection, connection_options
+from raftflow.engine.ops.cli.output import Progress, json_option, print_json, progress, table
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.runtime.worker import Worker
 

@@ -7,8 +7,9 @@ import sys
 
 import click
 from click.core import ParameterSource
-from raftflow.engine.ops.cli.common import CommandFailed, Connection, Exit, connection_options
+from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.credentials import read_secret
+from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 
 
 @click.command()

@@ -8,27 +8,28 @@ from typing import Any
 
 import click
 from raftflow.engine.app import Engine
-from raftflow.engine.ops.cli.common import (
-    EXECUTION_HEADERS,
-    STEP_HEADERS,
-    CommandFailed,
+from raftflow.engine.ops.cli.apps import load_engine
+from raftflow.engine.ops.cli.connection import (
     Connection,
-    Exit,
     connection_options,
-    error_line,
-    execution_row,
-    fmt_seconds,
-    fmt_time,
-    json_option,
-    load_engine,
-    parse_since,
-    print_json,
-    progress,
-    step_row,
-    table,
-    to_jsonable,
     waiting_connection_options,
 )
+from raftflow.engine.ops.cli.exits import CommandFailed, Exit
+from raftflow.engine.ops.cli.output import (
+    json_option,
+    print_json,
+    progress,
+    table,
+    to_jsonable,
+)
+from raftflow.engine.ops.cli.rows import (
+    EXECUTION_HEADERS,
+    STEP_HEADERS,
+    error_line,
+    execution_row,
+    step_row,
+)
+from raftflow.engine.ops.cli.times import fmt_seconds, fmt_time, parse_since
 from raftflow.stores.inspect import Inspector
 from raftflow.stores.records import ExecutionRecord, Status
 

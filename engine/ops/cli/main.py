@@ -6,8 +6,14 @@ import sys
 from collections.abc import Sequence
 
 import click
-from raftflow.engine.ops.cli import admin, dashboard, executions, operations, recovery
-from raftflow.engine.ops.cli.common import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
+from raftflow.engine.ops.cli import (
+    admin,
+    dashboard,
+    executions,
+    operations,
+    recovery,
+)
+from raftflow.engine.ops.cli.exits import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
 
 from raftflow.errors import RaftflowError
 

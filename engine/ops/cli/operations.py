@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import click
-from raftflow.engine.ops.cli.common import (
-    CommandFailed,
-    Connection,
-    Exit,
-    connection_options,
-    fmt_seconds,
-    json_option,
-    print_json,
-    table,
-)
+from raftflow.engine.ops.cli.connection import Connection, connection_options
+from raftflow.engine.ops.cli.exits import CommandFailed, Exit
+from raftflow.engine.ops.cli.output import json_option, print_json, table, to_jsonable
+from raftflow.engine.ops.cli.times import fmt_seconds
 from raftflow.stores.inspect import Inspector
 
 
@@ -209,8 +203,6 @@ def schedules(count: int, remove: str | None, conn: Connection, as_json: bool) -
 
 
 def vars_of(value: object) -> dict[str, object]:
-    from raftflow.engine.ops.cli.common import to_jsonable
-
     data = to_jsonable(value)
     assert isinstance(data, dict)
     return data

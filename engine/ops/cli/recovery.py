@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import click
-from raftflow.engine.ops.cli.common import Connection, connection_options, json_option, print_json
+from raftflow.engine.ops.cli.connection import Connection, connection_options
+from raftflow.engine.ops.cli.output import json_option, print_json
 
 
 @click.command()
