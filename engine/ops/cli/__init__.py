@@ -1,6 +1,6 @@
 """The ``raftflow`` command (click): ``raftflow --help`` lists the commands, each
-``--help`` has an example. Commands: :mod:`.executions` (start, result, get, steps,
-list, cancel, send), :mod:`.recovery` (resume, fork), :mod:`.operations`
+``--help`` has an example. Commands: :mod:`.executions` (start, result, cancel, send),
+:mod:`.inspection` (get, steps, list), :mod:`.recovery` (resume, fork), :mod:`.operations`
 (queue, workers, schedules), :mod:`.dashboard` (ui, hash-password), :mod:`.admin` (worker,
 migrate, demo, cluster, install-rqlite). What they share: :mod:`.connection` (the
 connection options), :mod:`.apps` (loading ``--app``), :mod:`.output` (tables, ``--json``,

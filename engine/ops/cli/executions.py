@@ -1,4 +1,4 @@
-"""Commands on executions: start, result, get, steps, list, cancel, send."""
+"""Commands that run and steer executions: start, result, cancel, send."""
 
 from __future__ import annotations
 
@@ -15,27 +15,12 @@ from raftflow.engine.ops.cli.connection import (
     waiting_connection_options,
 )
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
-from raftflow.engine.ops.cli.output import (
-    json_option,
-    print_json,
-    progress,
-    table,
-    to_jsonable,
-)
-from raftflow.engine.ops.cli.rows import (
-    EXECUTION_HEADERS,
-    STEP_HEADERS,
-    error_line,
-    execution_row,
-    step_row,
-)
-from raftflow.engine.ops.cli.times import fmt_seconds, fmt_time, parse_since
-from raftflow.stores.inspect import Inspector
+from raftflow.engine.ops.cli.output import json_option, print_json, progress, to_jsonable
+from raftflow.engine.ops.cli.rows import error_line
+from raftflow.engine.ops.cli.times import fmt_seconds
 from raftflow.stores.records import ExecutionRecord, Status
 
 from raftflow.errors import ExecutionNotFoundError
-
-STATUSES = click.Choice([s.value for s in Status])
 
 
 def _json_arg(text: str, what: str) -> Any:
@@ -197,149 +182,6 @@ def _wait(engine: Engine, execution_id: str, timeout: float | None) -> Execution
 @click.argument("execution_id", metavar="ID")
 @connection_options
 @json_option
-def get(execution_id: str, conn: Connection, as_json: bool) -> None:
-    """Show execution ID: status, input, output or error, who holds it.
-
-    \b
-    Example:
-      raftflow get order-7 --url http://127.0.0.1:4001 --json
-    """
-    engine = conn.engine()
-    try:
-        detail = Inspector(engine.store.database).detail(execution_id)
-    finally:
-        engine.close()
-    record = detail.execution
-    if as_json:
-        data = to_jsonable(record)
-        data.pop("trace_context", None)
-        data["queued"] = to_jsonable(detail.queued)
-        data["signals"] = len(detail.signals)
-        data["children"] = [child.id for child in detail.children]
-        print_json(data)
-        return
-    lines = [
-        ("id", record.id),
-        ("workflow", record.workflow),
-        ("status", record.status.value),
-        ("cancel asked", record.cancel_reason or "-"),
-        ("priority", record.priority),
-        ("created", fmt_time(record.created_at)),
-        ("updated", fmt_time(record.updated_at)),
-        ("completed", fmt_time(record.completed_at)),
-        ("steps done", record.steps_done),
-        ("parent", record.parent_id or "-"),
-        ("children", ", ".join(c.id for c in detail.children) or "-"),
-        ("input", json.dumps(record.input)),
-    ]
-    if record.status is Status.SUCCEEDED:
-        lines.append(("output", json.dumps(record.output)))
-    if record.error is not None:
-        lines.append(("error", error_line(record.error)))
-    for event in detail.queued:
-        if event.holder is not None:
-            state = f"leased by {event.holder} for {fmt_seconds((event.expiry or 0) - detail.now)}"
-        elif event.parked:
-            state = f"parked, due in {fmt_seconds(max(0.0, (event.expiry or 0) - detail.now))}"
-        else:
-            state = "waiting for a worker"
-        lines.append(("queued event", f"#{event.seq} {state}"))
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        click.echo(f"{key.ljust(width)}  {value}")
-
-
-@click.command()
-@click.argument("execution_id", metavar="ID")
-@connection_options
-@json_option
-def steps(execution_id: str, conn: Connection, as_json: bool) -> None:
-    """List the recorded calls of execution ID (steps, sleeps, recvs...) in order.
-
-    \b
-    Example:
-      raftflow steps order-7 --url http://127.0.0.1:4001
-    """
-    engine = conn.engine()
-    try:
-        detail = Inspector(engine.store.database).detail(execution_id)
-    finally:
-        engine.close()
-    if as_json:
-        print_json(detail.steps)
-    else:
-        live = not detail.execution.status.is_final
-        rows = [step_row(s, detail.now, live) for s in detail.steps]
-        click.echo(table(rows, STEP_HEADERS))
-
-
-@click.command(name="list")
-@click.option("--status", type=STATUSES, help="Only executions with this status.")
-@click.option("--workflow", help="Only executions of this workflow.")
-@click.option("--since", metavar="WHEN", help="Created since: 15m, 2h, 7d, an ISO date, epoch s.")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@connection_options
-@json_option
-def list_(
-    status: str | None,
-    workflow: str | None,
-    since: str | None,
-    limit: int,
-    conn: Connection,
-    as_json: bool,
-) -> None:
-    """List executions, newest first.
-
-    \b
-    Example:
-      raftflow list --status failed --workflow checkout --since 2h --url http://127.0.0.1:4001
-    """
-    since_ts = parse_since(since)
-    engine = conn.engine()
-    try:
-        inspector = Inspector(engine.store.database)
-        records = inspector.list(status=status, workflow=workflow, since=since_ts, limit=limit)
-        now = inspector.now()
-    finally:
-        engine.close()
-    if as_json:
-        print_json([_summary(r) for r in records])
-    else:
-        click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
-
-
-def _summary(record: ExecutionRecord) -> dict[str, Any]:
-    data = to_jsonable(record)
-    data.pop("trace_context", None)
-    return dict(data)
-
-
-@click.command(name="executions", hidden=True)
-@click.argument("app", required=False)
-@click.option("--status", type=STATUSES)
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50)
-@connection_options
-@json_option
-def executions(
-    app: str | None, status: str | None, limit: int, conn: Connection, as_json: bool
-) -> None:
-    """Deprecated: `raftflow list` (APP is ignored)."""
-    engine = conn.engine()
-    try:
-        records = engine.list(status=status, limit=limit)
-        now = Inspector(engine.store.database).now()
-    finally:
-        engine.close()
-    if as_json:
-        print_json([_summary(r) for r in records])
-    else:
-        click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
-
-
-@click.command()
-@click.argument("execution_id", metavar="ID")
-@connection_options
-@json_option
 def cancel(execution_id: str, conn: Connection, as_json: bool) -> None:
     """Cancel execution ID: it stops at its next step boundary (a running step
     finishes), its children with it; one that no worker has started is cancelled at
@@ -405,4 +247,4 @@ def send(
         click.echo(f"sent to {execution_id}" + (f" on topic {topic!r}" if topic else ""))
 
 
-COMMANDS = [start, result, get, steps, list_, cancel, send, executions]
+COMMANDS = [start, result, cancel, send]

@@ -10,6 +10,7 @@ from raftflow.engine.ops.cli import (
     admin,
     dashboard,
     executions,
+    inspection,
     operations,
     recovery,
 )
@@ -48,6 +49,7 @@ def cli() -> None:
 
 for command in (
     *executions.COMMANDS,
+    *inspection.COMMANDS,
     *recovery.COMMANDS,
     *operations.COMMANDS,
     *dashboard.COMMANDS,
