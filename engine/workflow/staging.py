@@ -192,8 +192,7 @@ class Staging:
         staged, self.staged = self.staged, None
         self.sent = staged
         # One Commit built from one dict: a replace() per part re-ran its 30-field __init__
-        # three or four times per step (this method: 15% -> 7% of the embedded worker's
-        # CPU at C=32, py-spy --gil).
+        # three or four times per step.
         fields: dict[str, Any] = {
             "execution_id": self.execution_id,
             "lease_seq": self.lease.seq,
