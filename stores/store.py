@@ -23,7 +23,7 @@ from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.commit_flow import CommitFlows
 from raftflow.stores.flows import StoreFlows
 from raftflow.stores.records import Claimed, ExecutionRecord, StartOutcome, Status, StepRecord
-from raftflow.transports.db.component import AsyncComponent, SyncComponent
+from raftflow.transports.db.component import AsyncComponent, Component, SyncComponent
 from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
@@ -33,21 +33,27 @@ from raftflow.errors import ConfigurationError
 
 S = TypeVar("S", bound="SqlStore")
 A = TypeVar("A", bound="AsyncSqlStore")
+D = TypeVar("D", Database, AsyncDatabase)
 
 
-class SqlStore(SyncComponent):
-    """Executions and their step records in one database (beside the queue)."""
+class _Store(Component[D]):
+    """What the twins share: the store's flows (one object for a twin pair)."""
 
     def __init__(
         self,
-        database: Database,
+        database: D,
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         flows: StoreFlows | None = None,
+        commits: CommitFlows | None = None,
     ) -> None:
-        super().__init__(database)
+        self.database = database
         self.flows = flows or StoreFlows(database.clock, max_payload_bytes=max_payload_bytes)
-        self.commits = CommitFlows(database.clock)
+        self.commits = commits or CommitFlows(database.clock)
+
+
+class SqlStore(_Store[Database], SyncComponent):
+    """Executions and their step records in one database (beside the queue)."""
 
     @classmethod
     def from_url(
@@ -161,21 +167,9 @@ class SqlStore(SyncComponent):
         return AsyncSqlStore(database, flows=self.flows, commits=self.commits)
 
 
-class AsyncSqlStore(AsyncComponent):
+class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
     """The async twin of :class:`SqlStore`; also what a worker's runs need of the store:
     the reads of a claim, the history in pages, and the commit."""
-
-    def __init__(
-        self,
-        database: AsyncDatabase,
-        *,
-        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
-        flows: StoreFlows | None = None,
-        commits: CommitFlows | None = None,
-    ) -> None:
-        super().__init__(database)
-        self.flows = flows or StoreFlows(database.clock, max_payload_bytes=max_payload_bytes)
-        self.commits = commits or CommitFlows(database.clock)
 
     @classmethod
     async def from_url(

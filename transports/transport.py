@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from raftflow.transports.contract import Lease, QueueStats
-from raftflow.transports.db.component import AsyncComponent, SyncComponent
+from raftflow.transports.db.component import AsyncComponent, Component, SyncComponent
 from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
@@ -20,23 +20,29 @@ from typing_extensions import Unpack
 
 S = TypeVar("S", bound="SqlTransport")
 A = TypeVar("A", bound="AsyncSqlTransport")
+D = TypeVar("D", Database, AsyncDatabase)
 
 
-class SqlTransport(SyncComponent):
-    """A lease-based queue, FIFO and exclusive per group, in one database."""
+class _Queue(Component[D]):
+    """What the twins share: the queue's flows (one object for a twin pair, so the leases
+    either one issued are the other's too)."""
 
     def __init__(
         self,
-        database: Database,
+        database: D,
         *,
         max_event_bytes: int = MAX_PAYLOAD_BYTES,
         dedup_window: float = 900.0,
         flows: QueueFlows | None = None,
     ) -> None:
-        super().__init__(database)
+        self.database = database
         self.flows = flows or QueueFlows(
             database.clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
         )
+
+
+class SqlTransport(_Queue[Database], SyncComponent):
+    """A lease-based queue, FIFO and exclusive per group, in one database."""
 
     @classmethod
     def from_url(
@@ -114,22 +120,9 @@ class SqlTransport(SyncComponent):
         return AsyncSqlTransport(self.database.to_async(), flows=self.flows)
 
 
-class AsyncSqlTransport(AsyncComponent):
+class AsyncSqlTransport(_Queue[AsyncDatabase], AsyncComponent):
     """The async twin of :class:`SqlTransport`: the same operations, awaited; and a
     worker's, on leases its store's commits settle (claimed untracked)."""
-
-    def __init__(
-        self,
-        database: AsyncDatabase,
-        *,
-        max_event_bytes: int = MAX_PAYLOAD_BYTES,
-        dedup_window: float = 900.0,
-        flows: QueueFlows | None = None,
-    ) -> None:
-        super().__init__(database)
-        self.flows = flows or QueueFlows(
-            database.clock, max_event_bytes=max_event_bytes, dedup_window=dedup_window
-        )
 
     @classmethod
     async def from_url(

@@ -43,6 +43,16 @@ WAITING_STALE = 1.0
 
 
 @dataclass(frozen=True)
+class WorkerContext:
+    """Who the worker is and how it runs: what every part of its run reads."""
+
+    worker_id: str
+    options: WorkerOptions
+    stats: WorkerStats
+    hooks: HookChain
+
+
+@dataclass(frozen=True)
 class Definitions:
     """What the engine defines that a worker runs: its registry and its limits."""
 
@@ -56,11 +66,8 @@ class RunHost:
 
     def __init__(
         self,
+        worker: WorkerContext,
         *,
-        worker_id: str,
-        options: WorkerOptions,
-        stats: WorkerStats,
-        hooks: HookChain,
         definitions: Definitions,
         transport: AsyncTransport,
         store: AsyncStore,
@@ -69,10 +76,10 @@ class RunHost:
         running: Callable[[], int],
     ) -> None:
         self.loop = asyncio.get_running_loop()
-        self.worker_id = worker_id
-        self.options = options
-        self.stats = stats
-        self.hooks = hooks
+        self.worker_id = worker.worker_id
+        self.options = options = worker.options
+        self.stats = stats = worker.stats
+        self.hooks = hooks = worker.hooks
         self.registry = definitions.registry
         self.max_payload_bytes = definitions.max_payload_bytes
         self.max_history = definitions.max_history

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 from raftflow.engine.runtime.dispatch import Dispatcher
 from raftflow.engine.runtime.duties import Duty
 from raftflow.engine.runtime.heartbeat import Heartbeat
-from raftflow.engine.runtime.hooks import HookChain
-from raftflow.engine.runtime.host import Definitions, RunHost
+from raftflow.engine.runtime.host import Definitions, RunHost, WorkerContext
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.presence import Presence, PresenceState
 from raftflow.engine.runtime.retention import Retention
@@ -44,7 +43,7 @@ from raftflow.transports.contract import AsyncTransport
 from raftflow.errors import AuthenticationError, ConfigurationError, ProtocolError
 
 if TYPE_CHECKING:
-    from raftflow.engine.runtime.worker import Worker, WorkerOptions, WorkerStats
+    from raftflow.engine.runtime.worker import Worker
 
 log = logging.getLogger("raftflow.worker")
 
@@ -70,19 +69,16 @@ class WorkerRun:
 
     def __init__(
         self,
+        worker: WorkerContext,
         *,
-        worker_id: str,
-        options: WorkerOptions,
-        stats: WorkerStats,
-        hooks: HookChain,
         served: Served,
         transport: AsyncTransport,
         store: AsyncStore,
     ) -> None:
-        self.worker_id = worker_id
-        self.options = options
-        self.stats = stats
-        self.hooks = hooks
+        self.worker_id = worker_id = worker.worker_id
+        self.options = options = worker.options
+        self.stats = worker.stats
+        self.hooks = worker.hooks
         self.served = served
         self.transport = transport
         self.store = store
@@ -92,10 +88,7 @@ class WorkerRun:
         self.tasks: dict[asyncio.Task[None], None] = {}  # one per claimed event in a turn
         self.runs = RunCache(options.sticky_cache, options.sticky_cache_mb)
         self.host = RunHost(
-            worker_id=worker_id,
-            options=options,
-            stats=stats,
-            hooks=hooks,
+            worker,
             definitions=served.definitions,
             transport=transport,
             store=store,

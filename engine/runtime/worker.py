@@ -184,7 +184,7 @@ class Worker:
 
     async def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Work until :meth:`stop` is called."""
-        from raftflow.engine.runtime.host import Definitions
+        from raftflow.engine.runtime.host import Definitions, WorkerContext
         from raftflow.engine.runtime.run import Served, WorkerRun
 
         if self._stop_requested.is_set():
@@ -203,10 +203,7 @@ class Worker:
             presence=self.presence,
         )
         run = WorkerRun(
-            worker_id=self.worker_id,
-            options=self.options,
-            stats=self.stats,
-            hooks=self.hooks,
+            WorkerContext(self.worker_id, self.options, self.stats, self.hooks),
             served=served,
             transport=transport,
             store=engine.store.to_async(transport),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -10,8 +9,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from types import FrameType
 
 import click
 from raftflow.engine.ops.cli.apps import load_engine
@@ -234,18 +231,6 @@ def _demo_on_cluster(executions: int, workers: int) -> None:
             app.engine.close()
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @click.command()
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option(
@@ -266,9 +251,10 @@ def cluster(nodes: int, base_dir: str | None, as_json: bool) -> None:
     from pathlib import Path
 
     from raftflow.transports.rqlite.local import LocalCluster
+    from raftflow.transports.rqlite.local.cli import sigterm_as_interrupt
 
     local = LocalCluster(nodes, base_dir=Path(base_dir) if base_dir else None)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             started = time.monotonic()
             with progress() as bar:

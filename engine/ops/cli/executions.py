@@ -17,7 +17,7 @@ from raftflow.engine.ops.cli.connection import (
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, progress, to_jsonable
 from raftflow.engine.ops.cli.rows import error_line
-from raftflow.engine.ops.cli.times import fmt_seconds
+from raftflow.engine.ops.timefmt import format_duration
 from raftflow.stores.records import ExecutionRecord, Status
 
 from raftflow.errors import ExecutionNotFoundError
@@ -166,7 +166,7 @@ def _wait(engine: Engine, execution_id: str, timeout: float | None) -> Execution
             waited = time.monotonic() - started
             bar.update(
                 f"waiting for {execution_id}: {record.status.value}, "
-                f"{record.steps_done} steps, {fmt_seconds(waited)}"
+                f"{record.steps_done} steps, {format_duration(waited)}"
             )
             if timeout is not None and waited >= timeout:
                 raise CommandFailed(

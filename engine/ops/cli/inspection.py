@@ -17,7 +17,8 @@ from raftflow.engine.ops.cli.rows import (
     execution_row,
     step_row,
 )
-from raftflow.engine.ops.cli.times import fmt_seconds, fmt_time, parse_since
+from raftflow.engine.ops.cli.times import parse_since
+from raftflow.engine.ops.timefmt import format_duration, format_time
 from raftflow.stores.inspect import ExecutionDetail, Inspector
 from raftflow.stores.records import ExecutionRecord, Status
 
@@ -72,9 +73,9 @@ def get(execution_id: str, conn: Connection, as_json: bool) -> None:
         ("status", record.status.value),
         ("cancel asked", record.cancel_reason or "-"),
         ("priority", record.priority),
-        ("created", fmt_time(record.created_at)),
-        ("updated", fmt_time(record.updated_at)),
-        ("completed", fmt_time(record.completed_at)),
+        ("created", format_time(record.created_at)),
+        ("updated", format_time(record.updated_at)),
+        ("completed", format_time(record.completed_at)),
         ("steps done", record.steps_done),
         ("parent", record.parent_id or "-"),
         ("children", ", ".join(c.id for c in detail.children) or "-"),
@@ -86,9 +87,11 @@ def get(execution_id: str, conn: Connection, as_json: bool) -> None:
         lines.append(("error", error_line(record.error)))
     for event in detail.queued:
         if event.holder is not None:
-            state = f"leased by {event.holder} for {fmt_seconds((event.expiry or 0) - detail.now)}"
+            state = (
+                f"leased by {event.holder} for {format_duration((event.expiry or 0) - detail.now)}"
+            )
         elif event.parked:
-            state = f"parked, due in {fmt_seconds(max(0.0, (event.expiry or 0) - detail.now))}"
+            state = f"parked, due in {format_duration(max(0.0, (event.expiry or 0) - detail.now))}"
         else:
             state = "waiting for a worker"
         lines.append(("queued event", f"#{event.seq} {state}"))

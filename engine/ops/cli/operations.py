@@ -6,7 +6,7 @@ import click
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, table, to_jsonable
-from raftflow.engine.ops.cli.times import fmt_seconds
+from raftflow.engine.ops.timefmt import format_duration
 from raftflow.stores.inspect import Inspector
 
 
@@ -55,7 +55,7 @@ def queue(conn: Connection, as_json: bool) -> None:
         print_json(data)
         return
     rows = [
-        [p.priority, p.groups, p.ready, fmt_seconds(p.oldest_ready_age)]
+        [p.priority, p.groups, p.ready, format_duration(p.oldest_ready_age)]
         for p in snapshot.priorities
     ]
     click.echo(table(rows, ["PRIORITY", "QUEUED", "READY", "OLDEST READY"]))
@@ -69,7 +69,7 @@ def queue(conn: Connection, as_json: bool) -> None:
                 f"{w.holding}/{w.limit}",
                 w.waiting,
                 w.next_id,
-                fmt_seconds(max(0.0, snapshot.now - w.next_since)),
+                format_duration(max(0.0, snapshot.now - w.next_since)),
             ]
             for w in snapshot.waiting
         ]
@@ -80,7 +80,7 @@ def queue(conn: Connection, as_json: bool) -> None:
             [
                 worker,
                 len(leases),
-                fmt_seconds(min(lease.expiry for lease in leases) - snapshot.now),
+                format_duration(min(lease.expiry for lease in leases) - snapshot.now),
             ]
             for worker, leases in by_worker.items()
         ]
@@ -132,8 +132,8 @@ def workers(within: float, conn: Connection, as_json: bool) -> None:
         [
             w.worker_id,
             w.state,
-            fmt_seconds(now - w.seen_at) + " ago",
-            fmt_seconds(now - w.started_at),
+            format_duration(now - w.seen_at) + " ago",
+            format_duration(now - w.started_at),
             w.concurrency,
             w.steps,
             ", ".join(lease.execution_id for lease in w.leases) or "-",

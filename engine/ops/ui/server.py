@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from raftflow.engine.ops.timefmt import format_time
 from raftflow.engine.ops.ui.auth import Identity, Settings, is_loopback
 from raftflow.engine.ops.ui.guard import csrf_passes, middleware
 from raftflow.engine.ops.ui.hosts import WILDCARDS
 from raftflow.engine.ops.ui.sessions import Sessions
 from raftflow.engine.ops.ui.signin import signin_routes
-from raftflow.engine.ops.ui.timeline import durations, format_age, format_time, timeline
+from raftflow.engine.ops.ui.timeline import durations, format_age, timeline
 from raftflow.engine.runtime.schedules import ScheduleFlows
 from raftflow.stores.inspect import Inspector
 from raftflow.stores.records import Status

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
+from raftflow.engine.ops.timefmt import format_duration
 from raftflow.stores.inspect import ExecutionDetail
 from raftflow.stores.records import StepRecord
 
 
-def format_time(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def format_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, seconds)
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
+    return format_duration(seconds, spelled=True)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ __all__ = ["main"]
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the block as Ctrl-C does (the cluster it runs is stopped cleanly)."""
+
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
@@ -52,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     cluster = LocalCluster(args.nodes, binary=args.binary, base_dir=args.base_dir)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             started = time.monotonic()
             cluster.start()

@@ -24,9 +24,9 @@ import ssl
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from raftflow.transports.rqlite.local.install import find_rqlited
+from raftflow.transports.rqlite.local.lifecycle import StartStop
 from raftflow.transports.rqlite.local.node import (
     Node,
     kill_node,
@@ -53,7 +53,7 @@ log = logging.getLogger("raftflow.rqlite.local")
 __all__ = ["LocalCluster"]
 
 
-class LocalCluster:
+class LocalCluster(StartStop):
     """A cluster of ``size`` rqlited processes on 127.0.0.1, as a context manager.
 
     ``base_dir``: where the node data dirs go (``<base_dir>/<node_id>``); kept on stop. Without
@@ -107,18 +107,6 @@ class LocalCluster:
         self._prober: Probe | None = None
 
     # ------------------------------------------------------------------ context manager
-
-    def __enter__(self) -> LocalCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"LocalCluster(size={self.size}, nodes={self.nodes!r})"

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from raftflow.transports.rqlite.local.install import RQLITE_VERSION
+from raftflow.transports.rqlite.local.lifecycle import report_leaks, started_clusters
 
 if TYPE_CHECKING:
     from raftflow.transports.rqlite.local.containers import RqliteClusterContainers
@@ -117,26 +118,12 @@ def rqlite_cluster_containers_factory(rqlite_image: str) -> Iterator[ContainersF
     """Start dedicated container clusters (``factory(size=3, **kwargs)``); removed at teardown."""
     from raftflow.transports.rqlite.local.containers import RqliteClusterContainers
 
-    clusters: list[RqliteClusterContainers] = []
-
-    def factory(size: int = 3, **kwargs: Any) -> RqliteClusterContainers:
+    def make(size: int = 3, **kwargs: Any) -> RqliteClusterContainers:
         kwargs.setdefault("image", rqlite_image)
-        cluster = RqliteClusterContainers(size, **kwargs)
-        cluster.start()
-        clusters.append(cluster)
-        return cluster
+        return RqliteClusterContainers(size, **kwargs)
 
-    try:
+    with started_clusters(make) as factory:
         yield factory
-    finally:
-        errors: list[BaseException] = []
-        for cluster in reversed(clusters):
-            try:
-                cluster.stop()
-            except Exception as exc:  # remove the others anyway, then report
-                errors.append(exc)
-        if errors:
-            raise errors[0]
 
 
 @pytest.hookimpl(trylast=True)  # after the session fixtures' own teardown
@@ -149,7 +136,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     leaked = containers.remove_labelled()
     if leaked:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = f"raftflow_rqlite_docker: removed {len(leaked)} leaked container(s)/network(s)"
-        if reporter is not None:
-            reporter.write_line(f"{message}: {leaked}", yellow=True)
+        count = len(leaked)
+        report_leaks(
+            session,
+            f"raftflow_rqlite_docker: removed {count} leaked container(s)/network(s): {leaked}",
+        )

@@ -32,11 +32,11 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
 
 import httpx
 from raftflow.transports.rqlite.local.install import RQLITE_VERSION, install_rqlite
+from raftflow.transports.rqlite.local.lifecycle import StartStop
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 from raftflow.transports.rqlite.local.probe import leader_id, raft_state
 from raftflow.transports.rqlite.local.topology import HTTP_PORT, RQLITED, served_node_args
@@ -192,7 +192,7 @@ class RqliteContainer(DockerContainer):
         return f"RqliteContainer({self.node_id!r}, {self.url}, running={self.running})"
 
 
-class RqliteClusterContainers:
+class RqliteClusterContainers(StartStop):
     """``size`` rqlite containers on their own Docker network, as a context manager."""
 
     def __init__(
@@ -213,18 +213,6 @@ class RqliteClusterContainers:
         self.network: Network | None = None
 
     # ------------------------------------------------------------------ lifecycle
-
-    def __enter__(self) -> RqliteClusterContainers:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Create the network, start every node, wait until they agree on a leader."""

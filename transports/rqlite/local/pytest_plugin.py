@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from raftflow.transports.rqlite.local.cluster import LocalCluster
 from raftflow.transports.rqlite.local.install import RqliteNotFoundError, find_rqlited
+from raftflow.transports.rqlite.local.lifecycle import report_leaks, started_clusters
 from raftflow.transports.rqlite.local.processes import kill_all_started
 
 ClusterFactory = Callable[..., LocalCluster]
@@ -61,26 +62,13 @@ def rqlite_node(rqlited_path: Path) -> Iterator[LocalCluster]:
 @pytest.fixture
 def rqlite_cluster_factory(rqlited_path: Path) -> Iterator[ClusterFactory]:
     """Start dedicated clusters (``factory(size=3, **kwargs)``); all stopped at teardown."""
-    clusters: list[LocalCluster] = []
 
-    def factory(size: int = 3, **kwargs: Any) -> LocalCluster:
+    def make(size: int = 3, **kwargs: Any) -> LocalCluster:
         kwargs.setdefault("binary", rqlited_path)
-        cluster = LocalCluster(size, **kwargs)
-        clusters.append(cluster)
-        cluster.start()
-        return cluster
+        return LocalCluster(size, **kwargs)
 
-    try:
+    with started_clusters(make) as factory:
         yield factory
-    finally:
-        errors: list[BaseException] = []
-        for cluster in reversed(clusters):
-            try:
-                cluster.stop()
-            except Exception as exc:  # stop the others anyway, then report
-                errors.append(exc)
-        if errors:
-            raise errors[0]
 
 
 @pytest.hookimpl(trylast=True)  # after the session fixtures' own teardown
@@ -88,7 +76,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Safety net: kill every rqlited this test process started that is still alive."""
     leaked = kill_all_started()
     if leaked:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = f"raftflow_rqlite: killed {len(leaked)} leaked rqlited process(es): {leaked}"
-        if reporter is not None:
-            reporter.write_line(message, yellow=True)
+        report_leaks(session, message)
