@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from raftflow.engine.workflow.keys import user_key
 from raftflow.transports.payload import check_id, check_seconds
 
-from raftflow.errors import InputValidationError, InvalidArgumentError
+from raftflow.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,7 @@ class RateLimit:
         """The key whose starts are counted: the step's name, and the key after a colon."""
         if self.key is None:
             return step
-        key = self.key
-        if callable(key):
-            try:
-                key = key(*args, **kwargs)
-            except Exception as exc:
-                raise InputValidationError(
-                    f"the rate limit key of step {step!r} failed on its arguments: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            if not isinstance(key, str):
-                raise InputValidationError(
-                    f"the rate limit key of step {step!r} must be a str, not {type(key).__name__}"
-                )
-        return check_id(f"{step}:{key}", what="rate limit key")
+        if callable(self.key):
+            what = f"the rate limit key of step {step!r}"
+            return user_key(what, "its arguments", step, self.key, *args, **kwargs)
+        return check_id(f"{step}:{self.key}", what="rate limit key")

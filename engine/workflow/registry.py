@@ -16,6 +16,7 @@ from typing import Any
 
 import pydantic
 from pydantic_core import PydanticSerializationError
+from raftflow.engine.workflow.keys import user_key
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.retry import Retry
 from raftflow.transports.payload import check_id, check_seconds
@@ -161,19 +162,8 @@ class WorkflowDef:
         if self.concurrency_key is None:
             return self.name, self.concurrency
         (value,) = self.call_args(payload) or (None,)
-        try:
-            key = self.concurrency_key(value)
-        except Exception as exc:
-            raise InputValidationError(
-                f"concurrency_key of workflow {self.name!r} failed on the input: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(key, str):
-            raise InputValidationError(
-                f"concurrency_key of workflow {self.name!r} must return a str, "
-                f"not {type(key).__name__}"
-            )
-        return check_id(f"{self.name}:{key}", what="concurrency key"), self.concurrency
+        what = f"concurrency_key of workflow {self.name!r}"
+        return user_key(what, "the input", self.name, self.concurrency_key, value), self.concurrency
 
     def encode_input(self, value: Any) -> Any:
         """Validate ``engine.start``'s input and return its JSON form."""
