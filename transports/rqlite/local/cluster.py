@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from raftflow.transports.rqlite.local.install import find_rqlited
-from raftflow.transports.rqlite.local.lifecycle import StartStop
+from raftflow.transports.rqlite.local.lifecycle import ClusterBase
 from raftflow.transports.rqlite.local.node import (
     Node,
     kill_node,
@@ -53,7 +53,7 @@ log = logging.getLogger("raftflow.rqlite.local")
 __all__ = ["LocalCluster"]
 
 
-class LocalCluster(StartStop):
+class LocalCluster(ClusterBase):
     """A cluster of ``size`` rqlited processes on 127.0.0.1, as a context manager.
 
     ``base_dir``: where the node data dirs go (``<base_dir>/<node_id>``); kept on stop. Without
@@ -116,16 +116,6 @@ class LocalCluster(StartStop):
     @property
     def scheme(self) -> str:
         return "https" if self.http_cert is not None else "http"
-
-    @property
-    def urls(self) -> list[str]:
-        return [node.url for node in self.nodes]
-
-    @property
-    def url(self) -> str:
-        if not self.nodes:
-            raise ClusterError("cluster not started")
-        return self.nodes[0].url
 
     @property
     def root(self) -> Path | None:

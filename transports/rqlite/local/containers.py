@@ -36,7 +36,7 @@ from typing import Any, cast
 
 import httpx
 from raftflow.transports.rqlite.local.install import RQLITE_VERSION, install_rqlite
-from raftflow.transports.rqlite.local.lifecycle import StartStop
+from raftflow.transports.rqlite.local.lifecycle import ClusterBase
 from raftflow.transports.rqlite.local.ports import pick_free_ports
 from raftflow.transports.rqlite.local.probe import leader_id, raft_state
 from raftflow.transports.rqlite.local.topology import HTTP_PORT, RQLITED, served_node_args
@@ -192,7 +192,7 @@ class RqliteContainer(DockerContainer):
         return f"RqliteContainer({self.node_id!r}, {self.url}, running={self.running})"
 
 
-class RqliteClusterContainers(StartStop):
+class RqliteClusterContainers(ClusterBase):
     """``size`` rqlite containers on their own Docker network, as a context manager."""
 
     def __init__(
@@ -270,17 +270,6 @@ class RqliteClusterContainers(StartStop):
             self._wait(lambda: node.ready(), f"{node!r} did not become ready after restart")
 
     # ------------------------------------------------------------------ state
-
-    @property
-    def urls(self) -> list[str]:
-        return [node.url for node in self.nodes]
-
-    @property
-    def url(self) -> str:
-        """The first node's URL (as :attr:`LocalCluster.url`)."""
-        if not self.nodes:
-            raise ClusterError("cluster not started")
-        return self.nodes[0].url
 
     @property
     def raftflow_url(self) -> str:

@@ -4,9 +4,11 @@ factory that stops every cluster it started (the processes' and the containers' 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from raftflow.errors import ClusterError
 
 if TYPE_CHECKING:
     import pytest
@@ -18,12 +20,30 @@ class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
-S = TypeVar("S", bound="StartStop")
+S = TypeVar("S", bound="ClusterBase")
 C = TypeVar("C", bound=Stoppable)
 
 
-class StartStop:
-    """``with cluster:`` starts it, and stops it on the way out."""
+class Node(Protocol):
+    @property
+    def url(self) -> str: ...
+
+
+class ClusterBase:
+    """A local cluster of nodes: ``with cluster:`` starts it and stops it on the way out."""
+
+    nodes: Sequence[Node]
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    @property
+    def url(self) -> str:
+        """The first node's URL."""
+        if not self.nodes:
+            raise ClusterError("cluster not started")
+        return self.nodes[0].url
 
     def start(self) -> None:
         raise NotImplementedError
