@@ -42,8 +42,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from raftflow.engine.runtime.schedules import SQL, ScheduleFlows
-from raftflow.transports.db.flow import Flow, Request
+from raftflow.engine.runtime.schedules import ScheduleFlows
+from raftflow.transports.db.flow import Flow
 
 from raftflow.errors import ConfigurationError, ResultTimeoutError
 
@@ -168,7 +168,8 @@ class WorkflowTestEnvironment:
         deadline = time.monotonic() + self._settle_timeout
         quiet = 0
         while True:
-            leased, next_at = self.engine.store.run(_state())
+            transport = self.engine.transport
+            leased, next_at = transport.run(transport.flows.idle_state())
             claimable = self.engine.store.run(self.engine.transport.flows.claimable())
             quiet = quiet + 1 if not leased and not claimable else 0
             if quiet >= 2:  # twice in a row: nothing was between two of its requests
@@ -250,12 +251,6 @@ class WorkflowTestEnvironment:
     def step_names(self, handle: WorkflowHandle[Any]) -> list[str]:
         """The names of the recorded calls in order (``sleep``, ``recv``... for those)."""
         return [record.name for record in handle.steps()]
-
-
-def _state() -> Flow[tuple[int, float | None]]:
-    response = yield Request((SQL("testing_state"),))
-    row = response.raise_for_errors()[0].first() or {}
-    return int(row.get("leased") or 0), row.get("next_at")
 
 
 def _step_def(engine: Engine, step: Callable[..., Any] | str) -> StepDef:

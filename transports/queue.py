@@ -320,6 +320,13 @@ class QueueFlows:
 
     # -- inspection -----------------------------------------------------------------------
 
+    def idle_state(self) -> Flow[tuple[int, float | None]]:
+        """Leases held now, and the earliest deadline of a parked message (what a test
+        environment with a virtual clock waits for)."""
+        response = yield Request((QUERIES("idle_state"),))
+        row = response.raise_for_errors()[0].first() or {}
+        return int(row.get("leased") or 0), row.get("next_at")
+
     def stats(self) -> Flow[QueueStats]:
         response = yield Request((QUERIES("stats"),), level="strong")
         row = response.raise_for_errors()[0].first() or {}

@@ -89,3 +89,10 @@ SELECT
   COALESCE(SUM(locked_by = '__parked__'), 0) AS parked,
   (SELECT COUNT(*) FROM groups) AS groups
 FROM messages;
+
+-- name: idle_state
+-- What is in flight (engine.testing's idle check): leases held, and the earliest parked
+-- deadline.
+SELECT (SELECT COUNT(*) FROM messages
+        WHERE locked_by IS NOT NULL AND locked_by <> '__parked__') AS leased,
+       (SELECT MIN(lock_expiry) FROM messages WHERE locked_by = '__parked__') AS next_at;

@@ -32,9 +32,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from raftflow.engine.runtime.schedules import SQL
-from raftflow.transports.db.clock import Clock
-from raftflow.transports.db.flow import Flow, Request
+from raftflow.stores.retention import RetentionFlows
 
 from raftflow.errors import ConfigurationError
 
@@ -58,36 +56,6 @@ def check_retention(value: object) -> timedelta | None:
             f"retention must be a positive timedelta (or None: keep for ever), not {value!r}"
         )
     return value
-
-
-class RetentionFlows:
-    """The retention's operations on the database (I/O-free flows), each one request."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-
-    def due(self, keep: float) -> Flow[bool]:
-        """Whether any finished execution is older than ``keep`` seconds (a weak read)."""
-        now = yield from self.clock.now()
-        params = {"cutoff": now - keep, "batch": 1}
-        response = yield Request((SQL("expired_any", params),), level="weak")
-        row = response.raise_for_errors()[0].first() or {}
-        return bool(row.get("due"))
-
-    def delete_batch(self, keep: float, batch: int) -> Flow[int]:
-        """Delete up to ``batch`` expired executions and everything of theirs, in one
-        transaction; how many executions it deleted."""
-        now = yield from self.clock.now()
-        params = {"cutoff": now - keep, "batch": batch, "now": now}
-        names = (
-            "delete_steps",
-            "delete_signals",
-            "delete_events",
-            "delete_messages",
-            "delete_executions",
-        )
-        response = yield Request(tuple(SQL(name, params) for name in names), transaction=True)
-        return int(response.raise_for_errors()[len(names) - 1].rows_affected or 0)
 
 
 class Retention:

@@ -11,6 +11,7 @@ import pytest
 from raftflow.engine.runtime.schedules import SQL as SCHEDULES
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.inspect import OPS
+from raftflow.stores.retention import SQL as RETENTION
 from raftflow.transports.db.catalogue import Catalogue
 from raftflow.transports.db.schema import MIGRATIONS
 from raftflow.transports.queue import QUERIES as QUEUE
@@ -93,7 +94,7 @@ HOT_PATH = [
     (OPS, "take_duty"),
     (OPS, "duty_holder"),
     (OPS, "drop_duty"),
-    # Cron schedules and retention (stores/schedules.sql).
+    # Cron schedules (stores/schedules.sql) and retention (stores/retention.sql).
     (SCHEDULES, "ensure"),
     (SCHEDULES, "respec"),
     (SCHEDULES, "fire"),
@@ -101,12 +102,12 @@ HOT_PATH = [
     (SCHEDULES, "list"),
     (SCHEDULES, "remove"),
     (SCHEDULES, "present"),
-    (SCHEDULES, "expired_any"),
-    (SCHEDULES, "delete_steps"),
-    (SCHEDULES, "delete_signals"),
-    (SCHEDULES, "delete_events"),
-    (SCHEDULES, "delete_messages"),
-    (SCHEDULES, "delete_executions"),
+    (RETENTION, "expired_any"),
+    (RETENTION, "delete_steps"),
+    (RETENTION, "delete_signals"),
+    (RETENTION, "delete_events"),
+    (RETENTION, "delete_messages"),
+    (RETENTION, "delete_executions"),
 ]
 PARAMS = {
     "token": "t",
@@ -234,7 +235,7 @@ def test_the_limit_waiters_walk_the_pending_executions(db: sqlite3.Connection) -
 def test_retention_walks_the_finished_index(db: sqlite3.Connection) -> None:
     """Not the status index: that one sorts every finished execution for each batch."""
     for name in ("expired_any", "delete_steps", "delete_executions"):
-        plan = " ".join(row[3] for row in db.execute(SCHEDULES.explain(name).sql, PARAMS))
+        plan = " ".join(row[3] for row in db.execute(RETENTION.explain(name).sql, PARAMS))
         assert "USING INDEX executions_finished" in plan, (name, plan)
         assert "TEMP B-TREE" not in plan, (name, plan)
         # A child's parent (does it still run?) by its id, not by a scan.

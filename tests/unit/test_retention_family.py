@@ -1,4 +1,4 @@
-"""Retention and children (engine/runtime/retention.py, stores/schedules.sql): a finished child is
+"""Retention and children (stores/retention.sql): a finished child is
 kept while its parent still runs -- the parent may yet read its result -- and goes with
 the family once the parent has finished and expired. On virtual time: the retention's own
 statements run at the instant the test chooses."""

@@ -151,7 +151,7 @@ def test_an_async_scheduled_workflow_ticks_in_virtual_time() -> None:
 
 
 def test_retention_deletes_what_finished_before_the_period_and_nothing_else() -> None:
-    from raftflow.engine.runtime.retention import RetentionFlows
+    from raftflow.stores.retention import RetentionFlows
 
     with WorkflowTestEnvironment(engine) as env:
         env.override(charge, result="ok")
