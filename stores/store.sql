@@ -143,7 +143,7 @@ LEFT JOIN messages AS m ON m.seq = json_extract(c.value, '$.lease_seq')
 -- The outcome of an execution (succeeded or failed) with the record of its last call and
 -- the ack of its event: the three writes of the `execution_commits` trigger that such a
 -- commit makes (no next event, no signal taken, no attempt appended), as three plain
--- statements of one transactional request (one Raft entry; engine/backend.py). Each is
+-- statements of one transactional request (one Raft entry; stores/commit_sql.py). Each is
 -- fenced by the same lease check, evaluated on the same state (the ack comes last), so a
 -- stale worker's commit writes nothing. What else the trigger chain does for a finished
 -- execution -- wake its parent, free its limit's slot and admit the next waiter, recompute

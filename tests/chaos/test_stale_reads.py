@@ -5,7 +5,7 @@ After every node restarts, the newly elected leader answers ``weak`` reads befor
 applied the committed log: for a moment it serves a state older than acknowledged writes,
 even one without raftflow's tables. rqlite 8.26 only checks, for ``weak``, that the node
 is the leader; it does not wait for the FSM to catch up (``strong`` goes through the log
-and is always right). raftflow's read API uses ``weak`` (``stores/ops.py``: get, steps,
+and is always right). raftflow's read API uses ``weak`` (``stores/flows.py``: get, steps,
 list, counts, and so ``Engine.get`` and ``WorkflowHandle.status/result/steps``), so in
 that moment an existing execution is "not found" and a read fails with
 "no such table: executions".
