@@ -3,7 +3,8 @@
 Fixtures:
 
 - ``rqlited_path`` (session): the binary. Missing binary: a failure when ``$CI`` is set, a
-  skip with the install instruction otherwise.
+  skip with the install instruction otherwise (:func:`missing`, which any test can call for
+  what it needs: CI must run every test, so there a skip would hide a test that never ran).
 - ``rqlite_cluster`` (session): a shared 3-node :class:`LocalCluster` for tests that only read
   and write. Don't kill or pause its nodes: use the factory for that.
 - ``rqlite_node`` (session): a shared 1-node cluster.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from raftflow.transports.rqlite.local.cluster import LocalCluster
@@ -30,8 +31,17 @@ from raftflow.transports.rqlite.local.processes import kill_all_started
 ClusterFactory = Callable[..., LocalCluster]
 
 
-def _in_ci() -> bool:
+def in_ci() -> bool:
+    """Whether ``$CI`` is set (to anything but empty, 0, false or no)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing(message: str) -> NoReturn:
+    """What a test needs is missing here (``message`` says what, and how to get it): a
+    failure under CI, which must run every test, and a skip with the reason elsewhere."""
+    if in_ci():
+        pytest.fail(f"CI is set and {message}", pytrace=False)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
@@ -40,9 +50,7 @@ def rqlited_path() -> Path:
     try:
         return find_rqlited()
     except RqliteNotFoundError as exc:
-        if _in_ci():
-            pytest.fail(f"CI is set and rqlited is missing: {exc}", pytrace=False)
-        pytest.skip(str(exc))
+        missing(f"rqlited is missing: {exc}")
 
 
 @pytest.fixture(scope="session")
