@@ -1,4 +1,4 @@
-"""Reads right after a full cluster restart: what the power-loss scenario exposed (fixed:
+"""Reads right after a full cluster restart: what the kill -9 of every node exposed (fixed:
 an empty or failed weak answer is now read again at ``strong`` before it is believed).
 
 After every node restarts, the newly elected leader answers ``weak`` reads before it has
