@@ -4,7 +4,10 @@
    its input determines, and no execution exists that was not started.
 2. Per execution the step records are complete and in order (0..n-1, the right step name
    and output), each recorded by a worker that did run that step (its own log says so).
-3. No step is recorded twice: the primary key forbids it, and a strong ``GROUP BY`` checks.
+3. Each step ran once as its own code saw it (its log, written by the step, outside the
+   engine): runs beyond one are runs of workers the scenario killed or stalled, or whose
+   commit for that execution failed or was refused (their logs say so) -- the at-least-once
+   re-runs the model allows, and no others.
 4. Step runs (the steps' own logs, one line per run) are in index order and never overlap,
    except runs of workers the scenario killed or stalled and runs whose worker was fenced
    (its log says its commit for that execution was refused).
@@ -29,9 +32,12 @@ from tests.chaos.db import Db
 #: The step each workflow of tests.apps.ordering calls.
 STEP_NAMES = {"sequence": "numbered", "asequence": "anumbered"}
 
-# A worker's log line saying its commit or lease for an execution was refused. Loose on
-# purpose: the wording belongs to the engine and may change.
-_FENCED = re.compile(r"execution (\S+): .*(not recorded|lease lost|lease will lapse)")
+# A worker's log line saying its commit or lease for an execution was refused, or that it
+# handed the execution back after a failure (its work since the last commit runs again).
+# Loose on purpose: the wording belongs to the engine and may change.
+_FENCED = re.compile(
+    r"execution (\S+): .*(not recorded|lease lost|lease will lapse|handing it back)"
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,28 @@ def fenced_executions(worker_log: Path) -> set[str]:
     except FileNotFoundError:
         return set()
     return {match.group(1) for match in _FENCED.finditer(text)}
+
+
+def runs_beyond_one(
+    execution_id: str,
+    runs: list[dict[str, Any]],
+    fenced: Collection[tuple[int, str]],
+    key: tuple[str, ...] = ("index",),
+) -> list[str]:
+    """The steps of ``execution_id`` that ran more than once as their code saw it: ``runs``
+    (its steps' log lines, the killed or stalled workers' left out) counted per ``key``
+    (a step's index; with the attempt for retried steps, whose each attempt runs), but
+    for the runs of workers whose commit for the execution failed or was refused."""
+    counted: dict[tuple[Any, ...], list[int]] = {}
+    for run in runs:
+        if (run["pid"], execution_id) not in fenced:
+            counted.setdefault(tuple(run[k] for k in key), []).append(run["pid"])
+    return [
+        f"step {execution_id}/{'/'.join(map(str, which))} ran {len(pids)} times as its code "
+        f"saw it (pids {pids}; none killed, stalled, fenced or handing the execution back)"
+        for which, pids in counted.items()
+        if len(pids) > 1
+    ]
 
 
 def check(
@@ -129,16 +157,17 @@ def check(
     for orphan in sorted(set(records) - set(executions)):
         problems.append(f"steps of execution {orphan}, which does not exist")
 
-    # 3. no step recorded twice
-    for dup in db.query(
-        "SELECT execution_id, idx, COUNT(*) AS n FROM steps GROUP BY execution_id, idx "
-        "HAVING COUNT(*) > 1"
-    ):
-        problems.append(f"step {dup['execution_id']}/{dup['idx']} recorded {dup['n']} times")
-
-    # 4. step runs: in index order, no overlap but with excused runs
+    # 3. each step ran once, but for the excused re-runs
     excused_pids = set(excused_pids)
     fenced = set(fenced)
+    for execution_id, execution_runs in runs.items():
+        problems += runs_beyond_one(
+            execution_id,
+            [r for r in execution_runs if r["pid"] not in excused_pids],
+            fenced,
+        )
+
+    # 4. step runs: in index order, no overlap but with excused runs
     total_runs = excused_runs = 0
     distinct = 0
     for execution_id, start in started.items():

@@ -129,6 +129,21 @@ def test_runs_of_killed_or_fenced_workers_are_excused(tmp_path: Path) -> None:
     assert _check(db, started, tmp_path, fenced={(W1[1], "e0")}).excused_runs == 1
 
 
+def test_a_completed_step_run_again_by_a_healthy_worker_is_reported(tmp_path: Path) -> None:
+    """A step's side effect repeated, in order and overlapping nothing: only the count of
+    its runs (its own log) shows it; the primary key of its one record cannot."""
+    db = SqliteDb()
+    started = _clean(db, tmp_path)
+    _log(tmp_path, W0[1], "e0", 1, 11.6, 11.8)  # after its recorded run, before step 2
+    with pytest.raises(AssertionError) as failure:
+        _check(db, started, tmp_path)
+    assert "step e0/1 ran 2 times as its code saw it (pids [100, 100]" in str(failure.value)
+    assert "overlapping" not in str(failure.value) and "out of order" not in str(failure.value)
+    # Re-runs the model allows: a worker killed or stalled, or refused its commit.
+    assert _check(db, started, tmp_path, excused_pids={W0[1]}).reruns == 1
+    assert _check(db, started, tmp_path, fenced={(W0[1], "e0")}).reruns == 1
+
+
 def test_a_step_recorded_by_a_worker_that_did_not_run_it_is_reported(tmp_path: Path) -> None:
     db = SqliteDb()
     started = _clean(db, tmp_path)
@@ -143,6 +158,7 @@ def test_fenced_executions_are_read_from_worker_logs(tmp_path: Path) -> None:
         "x WARNING raftflow.worker: execution e1: step not recorded (lease lost); another\n"
         "x WARNING raftflow.worker: execution e2: lease lost during a step; refused\n"
         "x INFO raftflow.worker: execution e3: something else\n"
+        "x WARNING raftflow.worker: execution e4: its commit failed (X); handing it back\n"
     )
-    assert invariants.fenced_executions(log) == {"e1", "e2"}
+    assert invariants.fenced_executions(log) == {"e1", "e2", "e4"}
     assert invariants.fenced_executions(tmp_path / "missing.log") == set()

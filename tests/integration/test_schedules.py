@@ -1,19 +1,22 @@
 """Cron schedules on real clusters: several worker processes, one of them killed with
 SIGKILL and restarted, the Raft leader killed, and every worker stopped for a while --
-each fire time started exactly once, none missed, and the missed ones caught up (or
-skipped beyond ``catch_up``)."""
+each fire time run exactly once as the workflow sees it (its step logs each run, outside
+the engine), none missed, and the missed ones caught up (or skipped beyond ``catch_up``)."""
 
 from __future__ import annotations
 
 import itertools
 import time
+from collections import defaultdict
+from collections.abc import Collection, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from raftflow.transports.rqlite.local import LocalCluster
 
-from raftflow import Engine, Status
+from raftflow import Engine, Status, current_step
+from tests.apps.scheduled import FIRES, fires_seen
 from tests.integration.workers import WorkerProcess, rotated_url, workers
 from tests.support import wait_until
 
@@ -24,9 +27,24 @@ def fire_times(engine: Engine, workflow: str) -> list[float]:
     """The fire times of the workflow's executions, from their ids, sorted."""
     records = engine.store.list(limit=10_000)
     ids = [r.id for r in records if r.workflow == workflow]
-    times = sorted(datetime.fromisoformat(i.split("@", 1)[1]).timestamp() for i in ids)
-    assert len(ids) == len(set(ids))
-    return times
+    return sorted(datetime.fromisoformat(i.split("@", 1)[1]).timestamp() for i in ids)
+
+
+def assert_each_time_ran_once(
+    engine: Engine, workflow: str, seen: Mapping[str, Collection[str]]
+) -> list[float]:
+    """``seen``: per fire time (ISO), the executions whose code ran with it. Each time ran
+    in one execution, its own (``"<workflow>@<time>"``); every execution that succeeded
+    ran (one started as the workers stopped may not have yet). Returns the times run."""
+    doubled = {at: sorted(ids) for at, ids in seen.items() if len(ids) > 1}
+    assert not doubled, f"fire times run by more than one execution: {doubled}"
+    strangers = {at: ids for at, ids in seen.items() if set(ids) != {f"{workflow}@{at}"}}
+    assert not strangers, f"fire times run by another time's execution: {strangers}"
+    records = [r for r in engine.store.list(limit=10_000) if r.workflow == workflow]
+    ran = {execution for ids in seen.values() for execution in ids}
+    assert ran <= {r.id for r in records}
+    assert {r.id for r in records if r.status is Status.SUCCEEDED} <= ran
+    return sorted(datetime.fromisoformat(at).timestamp() for at in seen)
 
 
 def assert_every_second(times: list[float]) -> None:
@@ -37,9 +55,12 @@ def assert_every_second(times: list[float]) -> None:
 
 @pytest.mark.slow
 def test_each_fire_time_runs_once_through_worker_kills_a_leader_kill_and_downtime(
-    rqlite_cluster_factory: object, tmp_path: Path
+    rqlite_cluster_factory: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cluster: LocalCluster = rqlite_cluster_factory(3)  # type: ignore[operator]
+    fires = tmp_path / "fires"
+    fires.mkdir()
+    monkeypatch.setenv(FIRES, str(fires))  # the workers' step logs each fire it runs
     engine = Engine.from_url(cluster.url)
     try:
         # Leases of 5 s: a worker killed holding the schedule delays it 5 s, then catch-up.
@@ -75,8 +96,9 @@ def test_each_fire_time_runs_once_through_worker_kills_a_leader_kill_and_downtim
                 ),
                 timeout=30,
             )
+        # As the workflow saw them: each time ran once, in its own execution.
+        assert len(assert_each_time_ran_once(engine, "tick", fires_seen(fires))) >= 15
         times = fire_times(engine, "tick")
-        assert len(times) >= 15
         assert_every_second(times)  # none missed (the downtime caught up), none twice
         # The schedule waits, parked for its next time, on no worker.
         (info,) = engine.list_schedules()
@@ -91,10 +113,16 @@ def test_missed_times_beyond_catch_up_are_skipped_and_the_cli_lists_schedules(
     cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     engine = Engine.from_url(cluster.url)
+    seen: dict[str, set[str]] = defaultdict(set)  # each fire as the workflow saw it
+
+    @engine.step
+    def note_fire(at: str) -> str:
+        seen[at].add(current_step().execution_id)
+        return at
 
     @engine.scheduled("* * * * * *", catch_up=2)
     def catching_up(at: datetime) -> str:
-        return at.isoformat()
+        return note_fire(at.isoformat())
 
     try:
         with engine.running_worker(concurrency=2):
@@ -106,6 +134,7 @@ def test_missed_times_beyond_catch_up_are_skipped_and_the_cli_lists_schedules(
                 lambda: len(fire_times(engine, "catching_up")) >= len(before) + 4, timeout=20
             )
         times = fire_times(engine, "catching_up")
+        assert len(assert_each_time_ran_once(engine, "catching_up", seen)) >= len(before) + 4
         gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a != 1.0]
         assert len(gaps) == 1, times  # one hole: the missed times beyond catch_up
         hole_end = times.index(gaps[0][1])
