@@ -50,13 +50,22 @@ class _Selector(selectors.BaseSelector):
 
 
 class SimLoop(asyncio.SelectorEventLoop):
-    """asyncio's loop on simulated time (starts at 0.0 and never waits for real)."""
+    """asyncio's loop on simulated time (starts at 0.0 and never waits for real).
+
+    Nothing that fails in it goes unseen: an exception raised in a callback is kept as it
+    happens, and one that ends a task and that nobody retrieved is kept once the run is
+    over (:meth:`unexpected`) -- asyncio would only log it when the task is collected, at
+    a moment that depends on the garbage collector, not on the seed.
+    """
 
     def __init__(self) -> None:
         self._sim = _Selector()
         super().__init__(self._sim)
         self._clock_resolution = 1e-9
         self.created = 0
+        self._errors: list[str] = []
+        self._failed: list[asyncio.Task[Any]] = []
+        self.set_exception_handler(self._keep_error)
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         """A task numbered in creation order (``sim_order``): ``asyncio.all_tasks`` is a set
@@ -64,7 +73,33 @@ class SimLoop(asyncio.SelectorEventLoop):
         task = super().create_task(coro, **kwargs)
         self.created += 1
         task.sim_order = self.created  # type: ignore[attr-defined]
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        # Not task.exception(): that would count as retrieving it.
+        if not task.cancelled() and getattr(task, "_log_traceback", False):
+            self._failed.append(task)
+
+    def _keep_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        what = f"{type(error).__name__}: {error}" if error is not None else ""
+        self._errors.append(f"{context.get('message', 'error')} {what}".strip())
+
+    def unexpected(self, expected: tuple[type[BaseException], ...] = ()) -> list[str]:
+        """What failed in the loop and was never handled: exceptions raised in callbacks,
+        and tasks ended by an exception nobody retrieved (but ``expected`` ones: those the
+        simulation raises on purpose). Each is reported once; the tasks count as seen."""
+        found, self._errors = self._errors, []
+        for task in self._failed:
+            if not getattr(task, "_log_traceback", False):
+                continue  # retrieved after it ended (awaited, gathered)
+            error = task.exception()  # retrieved now: asyncio logs it no more
+            if not isinstance(error, expected):
+                name = getattr(task.get_coro(), "__qualname__", task.get_name())
+                found.append(f"task {name} failed: {type(error).__name__}: {error}")
+        self._failed = []
+        return found
 
     def tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks not done yet, in creation order."""

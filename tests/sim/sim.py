@@ -269,8 +269,9 @@ class Simulation:
         with self._deterministic_ids(), self._captured_logs():
             workload.CURRENT.append(self)
             try:
-                self.loop.set_exception_handler(lambda loop, context: None)
                 self.loop.run_until_complete(self._main())
+                for problem in self.loop.unexpected():
+                    self.violation(f"unhandled in the simulation: {problem}")
             finally:
                 workload.CURRENT.pop()
                 self._close_loop()
