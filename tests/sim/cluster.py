@@ -144,6 +144,8 @@ class SimCluster:
         self.stale_at = 0
         self.leader_offset = 0.0
         self.clock_moved = 0.0  # how far the leader clock jumped in all, at elections
+        #: Every clock query's answer: its value -> (when, the leader's offset then).
+        self.clock_answers: dict[float, tuple[float, float]] = {}
         self.election_until = 0.0
         self.calm = False  # the workload is over: no more faults (so everything can finish)
         self.processes: dict[str, Process] = {}
@@ -281,7 +283,9 @@ class SimCluster:
 
     def _apply(self, request: Request, *, stale: bool) -> list[dict[str, Any]]:
         if len(request.statements) == 1 and request.statements[0].sql.strip() == CLOCK_SQL:
-            return [{"columns": ["now"], "values": [[self.leader_time()]]}]
+            now = self.leader_time()
+            self.clock_answers[now] = (self.loop.time(), self.leader_offset)
+            return [{"columns": ["now"], "values": [[now]]}]
         if self.rewrite is not None:
             request = Request(
                 tuple(Statement(s.name, self.rewrite(s.sql), s.params) for s in request.statements),

@@ -46,6 +46,7 @@ from tests.sim.cluster import (
 )
 from tests.sim.loop import SimLoop
 from tests.sim.mutations import MUTATIONS
+from tests.sim.timers import TimerProbe
 
 #: Simulated seconds after which an unfinished execution counts as stuck.
 TIME_LIMIT = 1200.0
@@ -229,6 +230,7 @@ class Simulation:
             rewrite,
             self.violation,
         )
+        self.timers = TimerProbe(self.loop.time, self.cluster.clock_answers, self.local_offset)
 
     # -- the record -------------------------------------------------------------------------
 
@@ -326,14 +328,19 @@ class Simulation:
         finally:
             sys.unraisablehook = _quiet_unraisable(hook)
 
+    def local_offset(self, who: str, at: float) -> float:
+        """How far process ``who``'s local clock is off the true time at ``at`` (its skew,
+        and its clock jumps by then)."""
+        index = int(who[1:]) if who.startswith("w") else len(self.plan.options) - 1
+        jumps = sum(by for when, i, by in self.plan.clock_jumps if i == index and at >= when)
+        return self.plan.clock_skews[index] + jumps
+
     def _database(self, who: str, index: int) -> Database:
         config = RqliteConfig(nodes=NODES, timeout=1.0, retry_timeout=3.0)
-        skew = self.plan.clock_skews[index]
-        jumps = [(when, by) for when, i, by in self.plan.clock_jumps if i == index]
 
         def local_time() -> float:
             now = self.loop.time()
-            return now + skew + sum(by for when, by in jumps if now >= when)
+            return now + self.local_offset(who, now)
 
         clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
         connection = SimConnection(self.cluster, who, config)
@@ -367,7 +374,7 @@ class Simulation:
         plan = self.plan
         self.end_time = 0.0
         patch = self.mutation.patch() if self.mutation else contextlib.nullcontext()
-        with patch:
+        with patch, self.timers.installed():
             for index in range(plan.workers):
                 self._start_worker(index)
             client = self._spawn("client", self._client())

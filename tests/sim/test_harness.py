@@ -6,10 +6,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from raftflow.engine import session as session_module
+from raftflow.engine.runtime import dispatch as dispatch_module
 
 from tests.sim.loop import SimLoop
-from tests.sim.sim import run_seed
+from tests.sim.sim import Simulation, run_seed
+from tests.sim.workload import RETRY_DELAYS
 
 
 def test_the_loop_keeps_what_failed_and_nobody_handled() -> None:
@@ -42,15 +43,32 @@ def test_an_exception_escaping_a_workers_task_fails_the_seed(
 ) -> None:
     """An async workflow's run task that ends in an exception (an engine bug: nobody
     awaits those tasks) is a violation of the seed, not a silent loss."""
-    original = session_module.run_async
+    original = dispatch_module.run_async
 
     async def run_then_fail(activation: Any) -> None:
         await original(activation)
         raise RuntimeError("planted: the run task failed")
 
-    monkeypatch.setattr(session_module, "run_async", run_then_fail)
+    monkeypatch.setattr(dispatch_module, "run_async", run_then_fail)
     result = run_seed(0)
     planted = [v for v in result.violations if "planted: the run task failed" in v]
     assert planted, result.violations
     assert planted[0].startswith("unhandled in the simulation: task "), planted[0]
     assert "run_then_fail failed: RuntimeError" in planted[0], planted[0]
+
+
+def test_a_timer_may_be_early_only_by_what_its_own_reference_moved() -> None:
+    """The timer checks' slack is how far the reference moved between setting and
+    honouring each timer (tests/sim/timers.py), not the seed's configured clock jumps:
+    seed 23 configures leader clock jumps (1 or 5 s at elections) or a worker's jump, a
+    slack that covered its 0.5 s retry delay -- timers planted to fire early (on the
+    clock's midpoint, not its bounds) went unseen there. Its retry moved nothing: caught."""
+    sim = Simulation(23, mutation="early-timers")
+    result = sim.run()
+    configured = sim.plan.faults.clock_jump * 2 + max(
+        (abs(by) for _, _, by in sim.plan.clock_jumps), default=0.0
+    )
+    assert configured >= RETRY_DELAYS["flaky"], "seed 23 no longer configures clock jumps"
+    early = [v for v in result.violations if "attempt 2 started" in v]
+    assert early and "(retry delay 0.5s, slack 0.0000s)" in early[0], result.violations
+    assert not run_seed(23).violations

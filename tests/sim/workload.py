@@ -18,6 +18,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select,
 
 from raftflow import Engine, RateLimit, Retry, current_step
 from tests.sim.cluster import PROCESS
+from tests.sim.timers import Reading
 
 if TYPE_CHECKING:
     from tests.sim.sim import Simulation
@@ -44,6 +45,9 @@ class Run:
     #: zombie run -- its lease lapsed and was taken over; its result will be refused).
     held: bool = True
     step: str = ""
+    #: The last timer its process honoured for the execution before it ran (a retry's
+    #: wake time, a sleep's): what it waited for (tests/sim/timers.py).
+    honoured: Reading | None = None
 
 
 @dataclass
@@ -58,6 +62,7 @@ class RunLog:
         loop = asyncio.get_running_loop()
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
         run.step = info.name
+        run.honoured = sim.timers.honoured.get((who, info.execution_id))
         worker = sim.workers.get(who)
         worker_run = worker._run if worker is not None else None
         if worker_run is not None:  # the activation(s) of this execution running this step here
