@@ -50,6 +50,8 @@ from raftflow.transports.rqlite.protocol import (
 )
 from raftflow.transports.sqlite.connection import SqliteConnection
 
+from tests.sim.threads import Lockstep
+
 #: The simulated epoch: time 0.0 of the loop is this wall-clock time.
 EPOCH = 1_800_000_000.0
 NODES = ("http://n1:4001", "http://n2:4001", "http://n3:4001")
@@ -522,18 +524,21 @@ class SimConnection:
 
 
 class SyncSimConnection:
-    """What a :class:`~raftflow.transports.db.database.Database` holds: only its async twin is
-    used (everything in the simulation runs on the loop)."""
+    """What a :class:`~raftflow.transports.db.database.Database` holds: its async twin, and
+    blocking requests from the simulation's threads (``Engine.start`` in a worker's
+    process), sent on the loop while the thread waits (tests/sim/threads.py)."""
 
-    def __init__(self, connection: SimConnection) -> None:
+    def __init__(self, connection: SimConnection, lockstep: Lockstep) -> None:
         self.connection = connection
+        self.lockstep = lockstep
 
     @property
     def identity(self) -> str:
         return self.connection.identity
 
     def send(self, request: Request) -> Response:
-        raise RuntimeError("a blocking request in the simulation")
+        response: Response = self.lockstep.run(self.connection.send(request))
+        return response
 
     def to_async(self) -> SimConnection:
         return self.connection

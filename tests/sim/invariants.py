@@ -8,13 +8,18 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from tests.sim.workload_sync import SHAPES
+
 if TYPE_CHECKING:
     from tests.sim.sim import Simulation
     from tests.sim.workload import Run
 
 FINAL = ("succeeded", "failed", "cancelled")
 #: Calls whose record carries the number of the run that produced it.
-RUN_STEPS = ("work", "flaky", "stamp", "open_account", "deposit", "rated")
+RUN_STEPS = (
+    *("work", "flaky", "stamp", "open_account", "deposit", "rated"),
+    *("swork", "sflaky", "sstamp", "sopen_account", "sdeposit"),
+)
 
 
 def check(sim: Simulation) -> list[str]:
@@ -116,11 +121,12 @@ def check(sim: Simulation) -> list[str]:
         if row is None or row["status"] != "succeeded":
             continue
         output = json.loads(row["output"])
-        if item.workflow == "listener" and sim.refused.get(item.id):
+        shape = SHAPES.get(item.workflow, item.workflow)
+        if shape == "listener" and sim.refused.get(item.id):
             problems.append(f"{item.id}: succeeded, yet sends were refused as finished")
-        if item.workflow == "listener" and output != sim.sent.get(item.id, []):
+        if shape == "listener" and output != sim.sent.get(item.id, []):
             problems.append(f"{item.id}: received {output}, sent {sim.sent.get(item.id)}")
-        if item.workflow == "napper":
+        if shape == "napper":
             problems += _check_sleep(sim, item.id, item.input["seconds"], output, steps)
 
     # 4b. Retries: an attempt starts no earlier than the delay after the previous attempt
@@ -160,7 +166,7 @@ def _check_ledger(cluster: Any) -> list[str]:
         (row["execution_id"], row["idx"]): row
         for row in cluster.query(
             "SELECT execution_id, idx, output FROM steps "
-            "WHERE name = 'deposit' AND status = 'succeeded'"
+            "WHERE name IN ('deposit', 'sdeposit') AND status = 'succeeded'"
         )
     }
     rows: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)

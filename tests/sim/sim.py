@@ -46,7 +46,9 @@ from tests.sim.cluster import (
 )
 from tests.sim.loop import SimLoop
 from tests.sim.mutations import MUTATIONS
+from tests.sim.threads import Lockstep
 from tests.sim.timers import TimerProbe
+from tests.sim.workload_sync import SHAPES
 
 #: Simulated seconds after which an unfinished execution counts as stuck.
 TIME_LIMIT = 1200.0
@@ -107,18 +109,20 @@ def make_plan(rng: random.Random, size: int) -> Plan:
     kinds = (
         *("chain", "chain", "retried", "doomed", "napper", "listener", "parent"),
         *("banker", "limited", "throttled"),
+        *SHAPES,  # the sync twins
     )
     for i in range(size):
         kind = rng.choice(kinds)
+        shape = SHAPES.get(kind, kind)
         steps = rng.randint(1, 4)
         item = Planned(f"e{i}", kind, {"steps": steps}, rng.uniform(0.0, horizon))
-        if kind == "napper":
+        if shape == "napper":
             item.input = {"seconds": rng.choice((0.3, 2.0, 7.0))}
-        elif kind == "banker":
+        elif shape == "banker":
             item.input = {"deposits": [rng.randint(1, 100) for _ in range(steps)]}
         elif kind == "limited":
             item.input = {"key": rng.choice(("k0", "k1")), "steps": steps}
-        elif kind == "listener":
+        elif shape == "listener":
             item.messages = rng.randint(1, 3)
             item.input = {"messages": item.messages}
         if kind != "doomed" and rng.random() < 0.2:  # a cancel races the work (and signals)
@@ -220,6 +224,7 @@ class Simulation:
         self.sent: dict[str, list[str]] = {}
         self.refused: dict[str, list[str]] = {}  # sends refused: the execution was finished
         self.loop = SimLoop()
+        self.lockstep = Lockstep(self.loop)
         rewrite = self.mutation.rewrite if self.mutation else None
         self.cluster = SimCluster(
             self.loop,
@@ -319,6 +324,7 @@ class Simulation:
         hook = sys.unraisablehook
         sys.unraisablehook = lambda unraisable: None
         try:
+            self.lockstep.close()
             for task in loop.tasks():  # in creation order: the cancels run in that order
                 task.cancel()
             with contextlib.suppress(BaseException):
@@ -344,7 +350,8 @@ class Simulation:
 
         clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
         connection = SimConnection(self.cluster, who, config)
-        return Database(SyncSimConnection(connection), clock)  # type: ignore[arg-type]
+        sync = SyncSimConnection(connection, self.lockstep)
+        return Database(sync, clock)  # type: ignore[arg-type]
 
     def _spawn(self, who: str, coroutine: Any) -> asyncio.Task[Any]:
         context = contextvars.copy_context()
@@ -374,7 +381,7 @@ class Simulation:
         plan = self.plan
         self.end_time = 0.0
         patch = self.mutation.patch() if self.mutation else contextlib.nullcontext()
-        with patch, self.timers.installed():
+        with patch, self.timers.installed(), self.lockstep.installed(PROCESS):
             for index in range(plan.workers):
                 self._start_worker(index)
             client = self._spawn("client", self._client())

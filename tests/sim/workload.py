@@ -110,7 +110,7 @@ async def work() -> int:
 
 
 #: Each retried step's delay before its next attempt (backoff 1: constant), for the checker.
-RETRY_DELAYS = {"flaky": 0.5, "deposit": 0.2}
+RETRY_DELAYS = {"flaky": 0.5, "deposit": 0.2, "sflaky": 0.5, "sdeposit": 0.2}
 
 
 @engine.step(retry=Retry(max_attempts=4, delay=0.5, backoff=1.0, on=(ConnectionError,)))
@@ -279,3 +279,7 @@ async def rated() -> int:
 @engine.workflow
 async def throttled(spec: Chain) -> list[int]:
     return [await rated() for _ in range(spec.steps)]
+
+
+# The sync kinds register on the same engine (they import this module's names).
+from tests.sim import workload_sync  # noqa: E402, F401
