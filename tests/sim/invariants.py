@@ -115,6 +115,19 @@ def check(sim: Simulation) -> list[str]:
                         f"{b.id} (#{b.index}, {b.process}) overlap"
                     )
 
+    # 3b. Within one lease (one claim of the execution) each attempt of a step runs once.
+    under: dict[tuple[str, int, int, str], Run] = {}
+    for run in sim.runs.runs:
+        if run.lease is None:
+            continue
+        key = (run.execution, run.index, run.attempt, run.lease)
+        first = under.setdefault(key, run)
+        if first is not run:
+            problems.append(
+                f"{run.execution}#{run.index}: attempt {run.attempt} ran twice under one "
+                f"lease (runs {first.id} and {run.id}, {run.process})"
+            )
+
     # 4. Signals: each received once, in the order sent. Timers: never early.
     for item in sim.plan.executions:
         row = executions.get(item.id)

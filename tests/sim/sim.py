@@ -381,7 +381,12 @@ class Simulation:
         plan = self.plan
         self.end_time = 0.0
         patch = self.mutation.patch() if self.mutation else contextlib.nullcontext()
-        with patch, self.timers.installed(), self.lockstep.installed(PROCESS):
+        with (
+            patch,
+            self.timers.installed(),
+            self.lockstep.installed(PROCESS),
+            self.runs.attributed(),
+        ):
             for index in range(plan.workers):
                 self._start_worker(index)
             client = self._spawn("client", self._client())

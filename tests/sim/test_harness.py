@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from raftflow.engine.runtime import dispatch as dispatch_module
+from raftflow.engine.workflow import drivers as drivers_module
 
 from tests.sim.loop import SimLoop
 from tests.sim.sim import Simulation, run_seed
@@ -73,3 +74,23 @@ def test_a_timer_may_be_early_only_by_what_its_own_reference_moved() -> None:
     assert early, f"seed {EARLY_RETRY_SEED} no longer catches early-timers: {result.violations}"
     assert "slack 0.0000s" in early[0], early
     assert not run_seed(EARLY_RETRY_SEED).violations
+
+
+def test_a_bug_on_the_sync_path_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sync workflows run in the simulation (tests/sim/threads.py): a sync step whose
+    function the engine calls twice -- its side effect repeated -- is caught within a few
+    seeds (before they ran, no seed could catch a bug of that path)."""
+    original = drivers_module._call_step
+
+    def twice(run: Any, command: Any) -> Any:
+        if command.info.name == "swork":
+            original(run, command)
+        return original(run, command)
+
+    monkeypatch.setattr(drivers_module, "_call_step", twice)
+    for seed in range(10):
+        result = run_seed(seed)
+        if result.violations:
+            assert any("ran twice under one lease" in v for v in result.violations), result
+            return
+    pytest.fail("no seed of 0-9 caught a sync step run twice")

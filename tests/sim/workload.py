@@ -9,10 +9,15 @@ its process is killed (:meth:`SimCluster.gate`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+from raftflow.engine.workflow import drivers as drivers_module
+from raftflow.engine.workflow.activation import Activation
+from raftflow.engine.workflow.context import StepInfo
 from raftflow.engine.workflow.transaction import AsyncTransaction
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, update
 
@@ -41,9 +46,11 @@ class Run:
     start: float
     end: float | None = None
     ok: bool = True
-    #: Whether its worker still held the execution's lease when it started (False: a
+    #: Whether its activation still held the execution's lease when it started (False: a
     #: zombie run -- its lease lapsed and was taken over; its result will be refused).
     held: bool = True
+    #: The token of the lease it ran under, when held (one claim of the execution).
+    lease: str | None = None
     step: str = ""
     #: The last timer its process honoured for the execution before it ran (a retry's
     #: wake time, a sleep's): what it waited for (tests/sim/timers.py).
@@ -53,6 +60,30 @@ class Run:
 @dataclass
 class RunLog:
     runs: list[Run] = field(default_factory=list)
+    #: The activation running each step now, by its StepInfo (id: it has no weak refs).
+    owners: dict[int, tuple[StepInfo, Activation]] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def attributed(self) -> Iterator[None]:
+        """Note which activation runs each step (the engine's step path, wrapped): a run
+        is then checked against its own activation's lease, not a guess among them."""
+        original = drivers_module._step_code
+        owners = self.owners
+
+        @contextlib.contextmanager
+        def step_code(run: Activation, info: StepInfo, outcome: Any) -> Iterator[None]:
+            owners[id(info)] = (info, run)
+            try:
+                with original(run, info, outcome):
+                    yield
+            finally:
+                owners.pop(id(info), None)
+
+        drivers_module._step_code = step_code
+        try:
+            yield
+        finally:
+            drivers_module._step_code = original
 
     async def run(self, fail: bool = False, short: bool = False) -> int:
         sim = CURRENT[-1]
@@ -63,25 +94,16 @@ class RunLog:
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
         run.step = info.name
         run.honoured = sim.timers.honoured.get((who, info.execution_id))
-        worker = sim.workers.get(who)
-        worker_run = worker._run if worker is not None else None
-        if worker_run is not None:  # the activation(s) of this execution running this step here
-            # (its position too: a stale run of the execution may be in an earlier step on
-            # this same worker, after the worker claimed the execution again -- seed 1757)
-            tokens = [
-                a.lease.token
-                for a in worker_run.dispatch.activations
-                if a.execution_id == info.execution_id
-                and a.in_step
-                and a.next_index == info.index + 1
-            ]
-            run.held = any(
+        owner = self.owners.get(id(info))
+        if owner is not None and owner[0] is info:  # the activation running this step
+            token = owner[1].lease.token
+            run.held = bool(
                 sim.cluster.query(
                     "SELECT 1 FROM messages WHERE group_id = ? AND locked_by = ?",
                     (info.execution_id, token),
                 )
-                for token in tokens
             )
+            run.lease = token if run.held else None
         self.runs.append(run)
         held = "" if run.held else ", its lease lost"
         sim.note(f"{who} run {run.id}: {run.execution}#{run.index} attempt {run.attempt}{held}")
