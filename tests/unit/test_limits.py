@@ -484,3 +484,35 @@ def test_bad_rate_limits_are_refused(engine: Engine) -> None:
         RateLimit(1, key=3)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="RateLimit"):
         engine.step(rate_limit=10)(lambda: None)  # type: ignore[arg-type]
+
+
+def test_a_late_copy_of_an_earlier_debounced_start_does_not_fold_back_in(engine: Engine) -> None:
+    """A start's request that timed out is sent again, and the first copy may still arrive
+    after a later start folded in (found by tests/sim). It must change nothing: not the
+    input (the last start's wins), not the first event's wait (its end already past)."""
+    from raftflow.engine.workflow.events import RUN_TEXT
+    from raftflow.stores.flows import QUERIES
+    from raftflow.stores.rows import start_params
+    from raftflow.transports.db.flow import single
+
+    @engine.workflow
+    def folded(n: int) -> int:
+        return n
+
+    def start(now: float, n: int) -> None:
+        params = start_params(
+            "fold-1", "folded", str(n), 0, RUN_TEXT, now, f"c{n}", debounce_until=now + 30
+        )
+        engine.store.database.run(single(Request((QUERIES("start", params),))))
+
+    start(1000.0, 1)
+    start(1005.0, 2)  # folds in: input 2, runs at 1035
+    start(1000.0, 1)  # the first start's late copy (its retry applied already)
+    record = engine.store.get("fold-1")
+    assert record is not None and record.input == 2
+    (expiry,) = engine.store.database.run(
+        single(Request((Statement("q", "SELECT lock_expiry FROM messages"),)))
+    )[0].rows[0]
+    assert expiry == 1035.0
+    start(1005.0, 3)  # a start at the same time (a clock held still) still folds in
+    assert engine.store.get("fold-1").input == 3  # type: ignore[union-attr]

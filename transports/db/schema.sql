@@ -1,4 +1,4 @@
--- raftflow's schema at version 10: what a database migrated from zero holds.
+-- raftflow's schema at version 11: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -391,14 +391,14 @@ END;
 
 -- trigger: execution_start
 CREATE TRIGGER execution_start INSTEAD OF INSERT ON execution_starts BEGIN
-  UPDATE executions SET input = NEW.input, updated_at = NEW.now
-    WHERE NEW.debounce_until IS NOT NULL AND id = NEW.id AND workflow = NEW.workflow
-      AND status = 'pending'
-      AND EXISTS (SELECT 1 FROM messages WHERE group_id = NEW.id AND locked_by = '__parked__');
   UPDATE messages SET lock_expiry = NEW.debounce_until
     WHERE NEW.debounce_until IS NOT NULL AND group_id = NEW.id AND locked_by = '__parked__'
       AND EXISTS (SELECT 1 FROM executions WHERE id = NEW.id AND workflow = NEW.workflow
-                    AND status = 'pending');
+                    AND status = 'pending' AND updated_at <= NEW.now);
+  UPDATE executions SET input = NEW.input, updated_at = NEW.now
+    WHERE NEW.debounce_until IS NOT NULL AND id = NEW.id AND workflow = NEW.workflow
+      AND status = 'pending' AND updated_at <= NEW.now
+      AND EXISTS (SELECT 1 FROM messages WHERE group_id = NEW.id AND locked_by = '__parked__');
   SELECT RAISE(IGNORE) WHERE EXISTS (SELECT 1 FROM executions WHERE id = NEW.id);
   INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
                           commit_id, parent_id, deadline, limit_key, limit_max, admitted)
