@@ -138,6 +138,8 @@ class SimCluster:
         self.rewrite = rewrite
         self.on_violation = on_violation or (lambda message: None)
         self.main, self.stale = _fresh_databases(tables)
+        for connection in (self.main, self.stale):
+            connection._db.create_function("sim_now", 0, loop.time)
         # The writes the stale copy has not applied yet; the first ``snapshot`` of them are
         # what it should show (it catches up lazily, at its next read).
         self.behind: list[Request] = []
@@ -389,6 +391,19 @@ class SimCluster:
 
 _DATABASES: list[tuple[SqliteConnection, SqliteConnection, int]] = []
 
+#: For the checker: every execution's status as it changes, when it is applied (simulated
+#: time, from the function ``sim_now`` each seed registers): a start, a timeout's cancel.
+TRANSITIONS = """
+CREATE TABLE sim_transitions (seq INTEGER PRIMARY KEY, id TEXT, status TEXT, at REAL);
+CREATE TRIGGER sim_started AFTER INSERT ON executions BEGIN
+  INSERT INTO sim_transitions (id, status, at) VALUES (NEW.id, NEW.status, sim_now());
+END;
+CREATE TRIGGER sim_transition AFTER UPDATE OF status ON executions
+WHEN NEW.status IS NOT OLD.status BEGIN
+  INSERT INTO sim_transitions (id, status, at) VALUES (NEW.id, NEW.status, sim_now());
+END;
+"""
+
 
 def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnection]:
     """This process's two in-memory databases (the cluster's state and its stale copy), both
@@ -407,6 +422,7 @@ def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnectio
         run_flow(main, ensure(True))
         for result in main.send(tables).results:
             assert result.error is None, result.error
+        main._db.executescript(TRANSITIONS)
         stale = SqliteConnection(":memory:")
         main._db.backup(stale._db)
         _DATABASES.append((main, stale, os.getpid()))

@@ -8,6 +8,8 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from tests.sim.invariants_more import check_more, forked_from
+from tests.sim.workload_more import FORK
 from tests.sim.workload_sync import SHAPES
 
 if TYPE_CHECKING:
@@ -19,6 +21,7 @@ FINAL = ("succeeded", "failed", "cancelled")
 RUN_STEPS = (
     *("work", "flaky", "stamp", "open_account", "deposit", "rated"),
     *("swork", "sflaky", "sstamp", "sopen_account", "sdeposit"),
+    *("cut", "scut", "brittle", "fired"),
 )
 
 
@@ -43,18 +46,23 @@ def check(sim: Simulation) -> list[str]:
             continue
         error = json.loads(row["error"]) if row["error"] else None
         kind = error.get("type") if error else None
-        if item.workflow == "doomed":
+        if item.workflow in ("doomed", "forked"):  # forked: the source stays failed
             if status != "failed" or kind != "ValueError":
                 problems.append(
-                    f"{item.id}: doomed ended {status} ({kind}), not failed by its step"
+                    f"{item.id}: {item.workflow} ended {status} ({kind}), not failed by its step"
                 )
+        elif item.workflow in ("timed", "stimed") and status == "cancelled":
+            if error is None or error.get("message") != "timeout":
+                problems.append(f"{item.id}: cancelled, not by its timeout ({error})")
         elif status == "cancelled":
             if item.cancel_at is None:
                 problems.append(f"{item.id}: cancelled, but nobody cancelled it")
         elif status != "succeeded":
             problems.append(f"{item.id}: {status} ({kind}: {error and error.get('message')})")
     for execution_id, row in executions.items():
-        root = execution_id.split("/")[0]
+        root = execution_id.split("/")[0].split("#")[0].removesuffix(FORK)
+        if sim.plan.cron and row["workflow"] == "tick":
+            continue  # the schedule's (tests/sim/invariants_more.py)
         if root not in planned:
             problems.append(f"{execution_id}: exists but was never started")
         elif "/" in execution_id and row["status"] not in FINAL:
@@ -68,6 +76,7 @@ def check(sim: Simulation) -> list[str]:
     # 3. Runs against records: each record from a run that happened; a completed step never
     #    runs again; no two runs of an execution overlap unless one of them was not recorded
     #    (fenced); any run of a later step starts after the recorded run of an earlier ended.
+    #    Executions are taken run by run (continue_as_new): "<id>#<run>", as archived.
     runs: dict[str, list[Run]] = defaultdict(list)
     for run in sim.runs.runs:
         if run.end is None:
@@ -76,22 +85,29 @@ def check(sim: Simulation) -> list[str]:
                 problems.append(f"run {run.id} of {run.execution}#{run.index} never ended")
                 continue
             run.end = died
-        runs[run.execution].append(run)
+        runs[f"{run.execution}#{run.generation}"].append(run)
     by_id = {run.id: run for run in sim.runs.runs}
     for execution_id, records in steps.items():
+        if "#" in execution_id:
+            history = execution_id
+        else:
+            history = f"{execution_id}#{executions[execution_id]['run']}"
+        copied_from, copied = forked_from(sim, execution_id)
         recorded: dict[int, Run] = {}
         for idx, record in records.items():
             if record["name"] not in RUN_STEPS or record["status"] != "succeeded":
                 continue
             output = json.loads(record["output"])
-            run_id = output[0] if isinstance(output, list) else output
+            run_id = int(output[0] if isinstance(output, list) else output)
             run = by_id.get(run_id)
-            if run is None or run.execution != execution_id or run.index != idx:
+            there = copied_from if idx < copied else history.split("#")[0]
+            if run is None or run.execution != there or run.index != idx:
                 problems.append(f"{execution_id}#{idx}: recorded run {run_id} did not run there")
                 continue
-            recorded[idx] = run
+            if idx >= copied:
+                recorded[idx] = run
         chosen = {run.id for run in recorded.values()}
-        mine = sorted(runs.get(execution_id, []), key=lambda r: (r.start, r.id))
+        mine = sorted(runs.get(history, []), key=lambda r: (r.start, r.id))
         for run in mine:
             done = recorded.get(run.index)
             if done is not None and run.id != done.id and run.start >= done.end and run.held:
@@ -120,7 +136,7 @@ def check(sim: Simulation) -> list[str]:
     for run in sim.runs.runs:
         if run.lease is None:
             continue
-        key = (run.execution, run.index, run.attempt, run.lease)
+        key = (f"{run.execution}#{run.generation}", run.index, run.attempt, run.lease)
         first = under.setdefault(key, run)
         if first is not run:
             problems.append(
@@ -154,9 +170,17 @@ def check(sim: Simulation) -> list[str]:
     # 6. Rate limits: never more reserved starts of a key in any period than its limit.
     problems += _check_rates(cluster)
 
-    # 7. The queue is empty once everything finished; no orphans.
+    # 8. The features: timeouts, continue_as_new, debounce, resume, fork, cron, fast path.
+    problems += check_more(sim, executions, steps)
+
+    # 7. The queue is empty once everything finished (but for the schedule: its message,
+    #    and a time it fired as the workers stopped); no orphans.
     if not problems:
-        left = cluster.query("SELECT group_id, locked_by FROM messages")
+        left = cluster.query(
+            "SELECT group_id, locked_by FROM messages WHERE group_id NOT LIKE 'raftflow:%' "
+            "AND group_id NOT IN (SELECT id FROM sim_transitions WHERE at >= ?)",
+            (sim.end_time,),
+        )
         if left:
             problems.append(f"messages left in the queue: {left[:3]}")
         orphans = cluster.query(

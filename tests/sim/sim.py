@@ -17,25 +17,22 @@ import logging
 import random
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
-from raftflow.engine.runtime.local import LocalWorkers
+from raftflow.engine import Engine
 from raftflow.engine.runtime.worker import Worker, WorkerOptions
-from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.transaction import create_tables_request
 from raftflow.stores.store import SqlStore
 from raftflow.transports.db.clock import ClusterClock
 from raftflow.transports.db.database import Database
-from raftflow.transports.db.flow import Flow
 from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
 from raftflow.transports.transport import SqlTransport
 
-from raftflow.errors import ExecutionFinishedError, StoreError
 from tests.sim import workload
+from tests.sim.client import Client, adoptions
 from tests.sim.cluster import (
     NODES,
     PROCESS,
@@ -48,6 +45,7 @@ from tests.sim.loop import SimLoop
 from tests.sim.mutations import MUTATIONS
 from tests.sim.threads import Lockstep
 from tests.sim.timers import TimerProbe
+from tests.sim.workload_more import KINDS as MORE
 from tests.sim.workload_sync import SHAPES
 
 #: Simulated seconds after which an unfinished execution counts as stuck.
@@ -58,11 +56,19 @@ FINAL = ("succeeded", "failed", "cancelled")
 @dataclass
 class Planned:
     id: str
-    workflow: str
+    workflow: str  # its kind (the workflow it runs: workload_more.WORKFLOWS, else this)
     input: Any
     at: float  # when the client starts it
     cancel_at: float | None = None
     messages: int = 0
+    #: When the client starts it, with which input: once, or several times (debounced).
+    starts: list[tuple[float, Any]] = field(default_factory=list)
+    #: The worker whose process starts it (Engine.start's fast path), if not the client.
+    via: int | None = None
+    #: Each start done: when it was called and acknowledged, its input, the starter's
+    #: clock reference then (tests/sim/timers.py), the starting process.
+    started: list[tuple[float, float, Any, float | None, str]] = field(default_factory=list)
+    recovered_at: float | None = None  # when the client resumed or forked it
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Plan:
     #: (when, worker index, by how much): that worker's local clock jumps (an operator, a
     #: broken NTP step, a VM resumed); the cluster clock's local time source jumps with it.
     clock_jumps: list[tuple[float, int, float]] = field(default_factory=list)
+    cron: bool = False  # whether the workers register the ``tick`` schedule
 
 
 def make_plan(rng: random.Random, size: int) -> Plan:
@@ -110,13 +117,22 @@ def make_plan(rng: random.Random, size: int) -> Plan:
         *("chain", "chain", "retried", "doomed", "napper", "listener", "parent"),
         *("banker", "limited", "throttled"),
         *SHAPES,  # the sync twins
+        *MORE,  # timeouts, continue_as_new, debounce, resume, fork
     )
     for i in range(size):
         kind = rng.choice(kinds)
-        shape = SHAPES.get(kind, kind)
+        shape = SHAPES.get(kind, MORE.get(kind, kind))
         steps = rng.randint(1, 4)
         item = Planned(f"e{i}", kind, {"steps": steps}, rng.uniform(0.0, horizon))
-        if shape == "napper":
+        if shape == "loop":
+            item.input = {"left": rng.randint(1, 3)}
+        elif shape == "bounce":
+            item.input = {"value": 0}
+            item.starts = [(item.at, item.input)]
+            for k in range(1, rng.randint(2, 4)):  # 0.2-1.5 s apart: most fold, some not
+                at = item.starts[-1][0] + rng.uniform(0.2, 1.5)
+                item.starts.append((at, {"value": k}))
+        elif shape == "napper":
             item.input = {"seconds": rng.choice((0.3, 2.0, 7.0))}
         elif shape == "banker":
             item.input = {"deposits": [rng.randint(1, 100) for _ in range(steps)]}
@@ -125,8 +141,12 @@ def make_plan(rng: random.Random, size: int) -> Plan:
         elif shape == "listener":
             item.messages = rng.randint(1, 3)
             item.input = {"messages": item.messages}
-        if kind != "doomed" and rng.random() < 0.2:  # a cancel races the work (and signals)
-            item.cancel_at = item.at + rng.uniform(0.0, 4.0)
+        if kind != "doomed" and kind not in MORE and rng.random() < 0.2:
+            item.cancel_at = item.at + rng.uniform(0.0, 4.0)  # it races the work, signals
+        if not item.starts:
+            item.starts = [(item.at, item.input)]
+        if shape != "bounce" and kind != "limited" and rng.random() < 0.3:
+            item.via = rng.randrange(workers)  # started in a worker's process
         executions.append(item)
     kills = [
         (rng.uniform(0.5, horizon + 4), rng.randrange(workers)) for _ in range(rng.randint(0, 1))
@@ -145,6 +165,7 @@ def make_plan(rng: random.Random, size: int) -> Plan:
                 rng.choice((-1, 1)) * rng.uniform(60, 300),
             )
         )
+    cron = rng.random() < 0.25
     return Plan(
         faults,
         workers,
@@ -156,24 +177,22 @@ def make_plan(rng: random.Random, size: int) -> Plan:
         clock_skews=skews,
         clock_jumps=jumps,
         calm_at=horizon + rng.uniform(5.0, 20.0),
+        cron=cron,
     )
 
 
-class _WorkerEngine:
-    """What a :class:`Worker` needs of its Engine: the shared registry, and a transport and
-    a store of its own on one connection (each simulated process has its own connection
-    and cluster clock)."""
-
-    def __init__(self, database: Database) -> None:
-        self.registry = workload.engine.registry
-        self.hooks = workload.engine.hooks
-        self.max_payload_bytes = workload.engine.max_payload_bytes
-        self.max_history = workload.engine.max_history
-        self.retention = None  # the simulated workload keeps its executions
-        self.schedules = workload.engine.schedules
-        self.local = LocalWorkers()
-        self.transport = SqlTransport(database)
-        self.store = SqlStore(database)
+def process_engine(database: Database, cron: bool) -> Engine:
+    """A worker process's Engine: the workload's registry, a transport and a store of its
+    own on one connection (each simulated process has its own connection and cluster
+    clock), its own workers (for the start fast path), and the cron schedule in the seeds
+    that have one."""
+    engine = Engine(  # the simulated workload keeps its executions: no retention
+        transport=SqlTransport(database), store=SqlStore(database), retention=None
+    )
+    engine.registry = workload.engine.registry
+    engine.hooks = workload.engine.hooks
+    engine.schedules = dict(workload.engine.schedules) if cron else {}
+    return engine
 
 
 @dataclass
@@ -221,6 +240,12 @@ class Simulation:
         self.violations: list[str] = []
         self.runs = workload.RunLog()
         self.workers: dict[str, Worker] = {}
+        self.engines: dict[str, Engine] = {}  # each worker process's, by process
+        self.clocks: dict[str, Any] = {}  # each process's cluster clock
+        self.fires: list[tuple[str, str]] = []  # (time, execution) of each run of `tick`
+        self.fixed: set[str] = set()  # executions whose failing step was "fixed"
+        #: Executions handed to a worker at their start (the fast path), and to which one.
+        self.adopted: dict[str, str] = {}
         self.sent: dict[str, list[str]] = {}
         self.refused: dict[str, list[str]] = {}  # sends refused: the execution was finished
         self.loop = SimLoop()
@@ -341,7 +366,8 @@ class Simulation:
         jumps = sum(by for when, i, by in self.plan.clock_jumps if i == index and at >= when)
         return self.plan.clock_skews[index] + jumps
 
-    def _database(self, who: str, index: int) -> Database:
+    def database(self, who: str) -> Database:
+        """A new database connection for process ``who`` (its own cluster clock)."""
         config = RqliteConfig(nodes=NODES, timeout=1.0, retry_timeout=3.0)
 
         def local_time() -> float:
@@ -349,25 +375,28 @@ class Simulation:
             return now + self.local_offset(who, now)
 
         clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
+        self.clocks[who] = clock
         connection = SimConnection(self.cluster, who, config)
         sync = SyncSimConnection(connection, self.lockstep)
         return Database(sync, clock)  # type: ignore[arg-type]
 
-    def _spawn(self, who: str, coroutine: Any) -> asyncio.Task[Any]:
+    def spawn(self, who: str, coroutine: Any) -> asyncio.Task[Any]:
+        """A task of process ``who``."""
         context = contextvars.copy_context()
         context.run(PROCESS.set, who)
         return self.loop.create_task(coroutine, context=context)
 
     def _start_worker(self, index: int) -> None:
-        self._spawn(f"w{index}", self._supervise(index))
+        self.spawn(f"w{index}", self._supervise(index))
 
     async def _supervise(self, index: int) -> None:
         """Run a worker process; restart it a second after it exits on an error (as
         systemd's Restart=on-failure or Kubernetes would)."""
         who = f"w{index}"
         while True:
-            engine = _WorkerEngine(self._database(who, index))
-            worker = Worker(engine, self.plan.options[index])  # type: ignore[arg-type]
+            engine = process_engine(self.database(who), self.plan.cron)
+            self.engines[who] = engine
+            worker = Worker(engine, self.plan.options[index])
             self.workers[who] = worker
             self.note(f"{who} started")
             try:
@@ -386,11 +415,12 @@ class Simulation:
             self.timers.installed(),
             self.lockstep.installed(PROCESS),
             self.runs.attributed(),
+            adoptions(self),
         ):
             for index in range(plan.workers):
                 self._start_worker(index)
-            client = self._spawn("client", self._client())
-            self._spawn("chaos", self._chaos())
+            client = self.spawn("client", Client(self).run())
+            self.spawn("chaos", self._chaos())
             loop = asyncio.get_running_loop()
             while loop.time() < TIME_LIMIT:
                 await asyncio.sleep(1.0)
@@ -411,7 +441,7 @@ class Simulation:
     def _all_final(self) -> bool:
         rows = self.cluster.query(
             "SELECT COUNT(*) AS n FROM executions WHERE status NOT IN "
-            "('succeeded', 'failed', 'cancelled')"
+            "('succeeded', 'failed', 'cancelled', 'continued')"
         )
         return rows[0]["n"] == 0
 
@@ -441,77 +471,6 @@ class Simulation:
             else:
                 process.paused_until = max(process.paused_until, loop.time() + duration)
                 self.note(f"w{index} stopped for {duration:.2f}s (SIGSTOP)")
-
-    # -- the client: starts, signals, cancels, status reads ---------------------------------
-
-    async def _client(self) -> None:
-        database = self._database("client", len(self.plan.options) - 1)
-        backend = SqlStore(database).to_async()
-        store = backend.flows
-        loop = asyncio.get_running_loop()
-        actions: list[tuple[float, int, str, Planned]] = []
-        for n, item in enumerate(self.plan.executions):
-            actions.append((item.at, n, "start", item))
-            if item.cancel_at is not None:
-                actions.append((item.cancel_at, n, "cancel", item))
-            for k in range(item.messages):
-                actions.append((item.at + self.rng.uniform(0.0, 8.0), n, f"send {k}", item))
-        actions.sort(key=lambda a: (a[0], a[1], a[2]))
-        sends: dict[str, int] = {}
-        for when, _, what, item in actions:
-            await asyncio.sleep(max(0.0, when - loop.time()))
-            if what == "start":
-                definition = workload.engine.registry.workflow(item.workflow)
-                payload = definition.encode_input(item.input)
-                limit = definition.limit(payload)
-                await self._retry(
-                    backend,
-                    partial(store.start, item.id, definition.name, payload, 0, RUN, limit=limit),
-                    f"start {item.id}",
-                )
-                self.note(f"client started {item.id} ({item.workflow})")
-                record = await self._retry(backend, partial(store.get, item.id), f"get {item.id}")
-                if record is None:
-                    self.violation(
-                        f"client: {item.id} not found right after its start was acknowledged"
-                    )
-            elif what == "cancel":
-                status = await self._retry(
-                    backend, partial(store.cancel, item.id), f"cancel {item.id}"
-                )
-                self.note(f"client cancel {item.id}: {status}")
-            else:
-                k = sends.get(item.id, 0)
-                sends[item.id] = k + 1
-                message = f"{item.id}-m{k}"
-                try:
-                    await self._retry(
-                        backend,
-                        partial(store.send, item.id, message, "m", f"{item.id}-k{k}"),
-                        f"send {message}",
-                    )
-                except ExecutionFinishedError:  # cancelled first: nobody will receive it
-                    self.refused.setdefault(item.id, []).append(message)
-                    self.note(f"client send {message} refused: {item.id} is finished")
-                    continue
-                self.sent.setdefault(item.id, []).append(message)
-                self.note(f"client sent {message}")
-
-    async def _retry(
-        self,
-        backend: Any,
-        make: Callable[[], Flow[Any]],
-        what: str,
-    ) -> Any:
-        """A client request, again after an infrastructure failure (all are idempotent)."""
-        while True:
-            try:
-                return await backend.run(make())
-            except StoreError:
-                raise
-            except Exception as exc:
-                self.note(f"client {what} failed, retrying: {type(exc).__name__}")
-                await asyncio.sleep(0.5)
 
     # -- the invariants -----------------------------------------------------------------------
 

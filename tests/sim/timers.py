@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from raftflow.engine.runtime.dispatch import Dispatcher
+from raftflow.engine.runtime.host import RunHost
 from raftflow.engine.workflow.activation import Activation
 
 from tests.sim.cluster import PROCESS
@@ -55,10 +57,26 @@ class TimerProbe:
         self.sets: dict[tuple[str, float], Reading] = {}
         #: The last timer honoured per (process, execution): what a step run next waited for.
         self.honoured: dict[tuple[str, str], Reading] = {}
+        #: Each execution's deadline (its workflow's timeout) first found passed, and by whom.
+        self.deadlines: dict[str, Reading] = {}
+        #: Each worker process's last ``clock_earliest`` reading (the dispatcher's deadline check).
+        self._earliest: dict[str, Reading] = {}
+
+    def moved(self, before: float | None, after: float | None) -> float:
+        """How far the reference moved forward between two readings (0 if unknown)."""
+        if before is None or after is None:
+            return 0.0
+        return max(0.0, after - before)
+
+    def deadline_slack(self, execution_id: str, set_reference: float | None) -> float:
+        """How early an execution's timeout may legitimately have cancelled it: how far the
+        reference moved from its start (``set_reference``) to the deadline's honouring."""
+        honoured = self.deadlines.get(execution_id)
+        return self.moved(set_reference, None if honoured is None else honoured.reference)
 
     def reference(self, clock: Any, process: str) -> float | None:
         """How far the reference ``clock`` (a ClusterClock) follows is off the true time."""
-        anchor = getattr(clock, "_anchor", None)
+        anchor = getattr(clock, "_anchor", None) if clock is not None else None
         answer = None if anchor is None else self.answers.get(anchor[0])
         if answer is None:
             return None
@@ -92,15 +110,18 @@ class TimerProbe:
                 probe.sets.setdefault((run.execution_id, deadline), reading)
             return deadline
 
-        def honour(run: Activation, deadline: float) -> None:
+        def honour(run: Activation, deadline: float) -> Reading | None:
             reading = probe._reading(run, deadline)
             if reading is not None:
                 probe.honoured[(reading.process, run.execution_id)] = reading
+            return reading
 
         def passed_(run: Activation, deadline: float) -> bool:
             done: bool = passed(run, deadline)
             if done:
-                honour(run, deadline)
+                reading = honour(run, deadline)
+                if reading is not None and deadline == run.record.deadline:
+                    probe.deadlines.setdefault(run.execution_id, reading)
             return done
 
         def remaining_(run: Activation, deadline: float) -> float:
@@ -109,11 +130,31 @@ class TimerProbe:
                 honour(run, deadline)
             return left
 
+        # The dispatcher checks a deadline between turns on its own (a claimed event past
+        # it): the host's earliest reading, then a cancel with reason "timeout".
+        earliest, cancel = RunHost.clock_earliest, Dispatcher._cancel
+
+        def earliest_(host: Any) -> float:
+            value: float = earliest(host)
+            process = PROCESS.get()
+            reference = probe.reference(host.store.clock, process)
+            if reference is not None:
+                probe._earliest[process] = Reading(probe.time(), process, value, reference)
+            return value
+
+        async def cancel_(dispatcher: Any, lease: Any, reason: str) -> None:
+            reading = probe._earliest.get(PROCESS.get())
+            if reason == "timeout" and reading is not None:
+                probe.deadlines.setdefault(lease.group_id, reading)
+            await cancel(dispatcher, lease, reason)
+
         cls.after, cls.passed, cls.remaining = after_, passed_, remaining_  # type: ignore[method-assign]
+        RunHost.clock_earliest, Dispatcher._cancel = earliest_, cancel_  # type: ignore[method-assign]
         try:
             yield
         finally:
             cls.after, cls.passed, cls.remaining = saved  # type: ignore[method-assign]
+            RunHost.clock_earliest, Dispatcher._cancel = earliest, cancel  # type: ignore[method-assign]
 
     def slack(self, execution_id: str, honoured: Reading | None, wake_at: float | None) -> float:
         """How early the timer ``honoured`` (the one a run waited for) may legitimately

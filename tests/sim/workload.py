@@ -55,6 +55,10 @@ class Run:
     #: The last timer its process honoured for the execution before it ran (a retry's
     #: wake time, a sleep's): what it waited for (tests/sim/timers.py).
     honoured: Reading | None = None
+    entered: float = 0.0  # when its code was called (``start``: after its process's gate)
+    #: How far the reference its process's clock follows was off then (tests/sim/timers.py).
+    reference: float | None = None
+    generation: int = 1  # the run of the execution (one more at each continue_as_new)
 
 
 @dataclass
@@ -89,13 +93,16 @@ class RunLog:
         sim = CURRENT[-1]
         info = current_step()
         who = PROCESS.get()
-        await sim.cluster.gate(who)
         loop = asyncio.get_running_loop()
+        entered = loop.time()
+        await sim.cluster.gate(who)
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
-        run.step = info.name
+        run.step, run.entered = info.name, entered
+        run.reference = sim.timers.reference(sim.clocks.get(who), who)
         run.honoured = sim.timers.honoured.get((who, info.execution_id))
         owner = self.owners.get(id(info))
         if owner is not None and owner[0] is info:  # the activation running this step
+            run.generation = owner[1].record.run
             token = owner[1].lease.token
             run.held = bool(
                 sim.cluster.query(
