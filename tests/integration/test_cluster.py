@@ -130,11 +130,8 @@ def test_leader_kill_failover_and_catch_up(rqlite_cluster_factory: Factory) -> N
     assert not old_leader.is_running()
     assert_all_dead([old_pid])
 
-    started = time.monotonic()
-    new_leader = cluster.leader(timeout=10)
-    elected_after = time.monotonic() - started
+    new_leader = cluster.leader(timeout=10)  # elected within 10 s, or it raises
     assert new_leader is not old_leader
-    assert elected_after < 10
 
     survivor = next(n for n in cluster.running_nodes() if n is not new_leader)
     execute(survivor.url, [[f"INSERT INTO {table} VALUES (2)"]])
@@ -312,5 +309,5 @@ def test_probes_without_credentials_fail_fast(
     auth.write_text(json.dumps([{"username": "admin", "password": "pw", "perms": ["all"]}]))
     started = time.monotonic()
     with pytest.raises(ClusterError, match="answered 401: pass probe_auth"):
-        rqlite_cluster_factory(1, auth_file=auth, startup_timeout=20)
-    assert time.monotonic() - started < 10
+        rqlite_cluster_factory(1, auth_file=auth, startup_timeout=90)
+    assert time.monotonic() - started < 45  # at the first 401, not at the startup timeout

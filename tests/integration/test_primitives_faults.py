@@ -82,7 +82,7 @@ def test_a_killed_worker_loses_no_wait_and_reruns_no_completed_step(
 def test_cancel_of_a_parent_cancels_its_running_and_sleeping_children(
     engine: Engine, cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    plan = Plan(log_dir=str(tmp_path), sleep=60.0)
+    plan = Plan(log_dir=str(tmp_path), sleep=600.0)
     with workers(APP, cluster.urls, 2, tmp_path, concurrency=4):
         parents = [engine.start(durable.parent, plan) for _ in range(3)]
         for handle in parents:
@@ -96,7 +96,7 @@ def test_cancel_of_a_parent_cancels_its_running_and_sleeping_children(
             (child,) = handle.children()
             with pytest.raises(WorkflowCancelledError, match="parent was cancelled"):
                 engine.get(child.id).result(timeout=30)
-        assert time.monotonic() - started < 20  # not the 60 s sleep
+        assert time.monotonic() - started < 300  # not the 600 s sleep
     labels = [r["label"] for r in read_runs(str(tmp_path))]
     assert "after" not in labels and not any(lbl.startswith("child said") for lbl in labels)
 

@@ -73,9 +73,9 @@ def test_untrusted_certificate_is_refused_at_once(
 ) -> None:
     cluster, _ = tls_node
     started = time.monotonic()
-    with pytest.raises(ConfigurationError, match="not trusted"):
-        RqliteTransport.from_url(cluster.url, http=kind)  # system CAs only
-    assert time.monotonic() - started < 5  # not after the retry budget
+    with pytest.raises(ConfigurationError, match="not trusted"):  # system CAs only
+        RqliteTransport.from_url(cluster.url, http=kind, retry_timeout=90, connect_timeout=90)
+    assert time.monotonic() - started < 45  # at once, not after the retry budget
 
 
 def test_certificate_of_another_ca_is_refused(

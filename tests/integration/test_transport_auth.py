@@ -88,8 +88,8 @@ def test_a_wrong_password_fails_at_from_url_and_is_never_shown(
     caplog.set_level(logging.DEBUG)
     started = time.monotonic()
     with pytest.raises(AuthenticationError) as refused:
-        connect(url_of(auth_node.url, "admin", WRONG_PASSWORD), connect_timeout=20)
-    assert time.monotonic() - started < 5, "a 401 must not be retried until connect_timeout"
+        connect(url_of(auth_node.url, "admin", WRONG_PASSWORD), connect_timeout=90)
+    assert time.monotonic() - started < 45, "a 401 must not be retried until connect_timeout"
     assert "401" in str(refused.value)
     assert_no_secret("".join(traceback.format_exception(refused.value)), "the traceback")
     # A working transport does not show its password either, nor do its logs.

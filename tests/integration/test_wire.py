@@ -172,7 +172,7 @@ def test_a_hung_node_times_out_as_sent_and_its_late_reply_is_never_read(
     finally:
         lone_node.resume(node)
     assert isinstance(reply, NetworkFailure) and reply.sent is True
-    assert 0.4 < took < 3.0
+    assert 0.4 < took < 30  # its timeout (0.5 s), not the hung node's silence
     # The node now answers the timed-out request too: on a connection that was closed,
     # so the next request's reply is its own.
     assert values(wire.call(query(url, "SELECT 'next'"))) == [["next"]]

@@ -210,12 +210,13 @@ def test_sleeping_executions_hold_no_slot(engine: Engine) -> None:
     started = time.monotonic()
     with engine.running_worker(concurrency=1):
         assert [h.result(timeout=10) for h in handles] == list(range(5))
-    elapsed = time.monotonic() - started
-    assert 2.0 <= elapsed < 5.0, elapsed  # not 5 x 2 s = 10 s: asleep, they hold no slot
-    for handle in handles:
-        (record,) = handle.steps()
+    assert time.monotonic() - started >= 2.0
+    sleeps = [handle.steps()[0] for handle in handles]
+    for record in sleeps:
         assert record.kind == "sleep" and record.wake_at is not None
         assert record.wake_at - record.started_at == pytest.approx(2.0, abs=0.05)
+    # All five asleep at once on one slot: asleep, they hold none (not one after another).
+    assert max(r.started_at for r in sleeps) < min(r.wake_at or 0.0 for r in sleeps)
 
 
 def test_async_sleep_short_and_zero(engine: Engine) -> None:
@@ -228,7 +229,7 @@ def test_async_sleep_short_and_zero(engine: Engine) -> None:
 
     handle = engine.start(naps)
     with engine.running_worker():
-        assert 0.2 <= handle.result(timeout=10) < 1.0
+        assert handle.result(timeout=10) >= 0.2
     assert [s.kind for s in handle.steps()] == ["sleep", "sleep"]
 
 
@@ -273,11 +274,10 @@ def test_a_waiting_recv_holds_no_slot_and_wakes_on_send(engine: Engine) -> None:
     handles = [engine.start(waiter) for _ in range(3)]
     with engine.running_worker(concurrency=1):
         wait_for(lambda: all(h.steps() for h in handles))
-        started = time.monotonic()
         for i, handle in enumerate(handles):
             engine.send(handle.id, i)
+        # Woken by the sends, not their recv's 30 s timeout: within result()'s 10 s.
         assert [h.result(timeout=10) for h in handles] == [0, 1, 2]
-        assert time.monotonic() - started < 5
 
 
 def test_sends_from_a_workflow_are_recorded_and_refusals_raise_there(engine: Engine) -> None:
@@ -495,10 +495,9 @@ def test_a_workflow_timeout_cancels_it_even_while_it_waits(engine: Engine) -> No
         return 1
 
     handle = engine.start(slow)
-    started = time.monotonic()
+    # Cancelled while it sleeps 30 s: within result()'s 10 s (ResultTimeoutError otherwise).
     with engine.running_worker(), pytest.raises(WorkflowCancelledError, match="timeout"):
         handle.result(timeout=10)
-    assert time.monotonic() - started < 5
     assert handle.info().error is not None and handle.info().error.message == "timeout"
 
 
