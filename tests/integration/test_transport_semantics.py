@@ -611,7 +611,9 @@ def _median_claim_statement_time(transport: Any, cluster: LocalCluster, claims: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport_kind", ["raftflow"])
-def test_claim_latency_does_not_grow_with_the_queue(transport: Any, cluster: LocalCluster) -> None:
+def test_a_large_queue_is_claimed_through_its_indexes(
+    transport: Any, cluster: LocalCluster
+) -> None:
     _bulk_publish(cluster, groups=10, per_group=1, prefix="small-")
     _median_claim_latency(transport, 10)  # warm up connections and the clock
     small = _median_claim_latency(transport, 40)
