@@ -68,12 +68,12 @@ def test_same_trace_in_another_process() -> None:
 
 #: The first seed that caught each (python -m tests.sim --mutation NAME --stop); tried first.
 CAUGHT_BY = {
-    "no-fence": 48,
-    "no-final-fence": 169,
+    "no-fence": 34,
+    "no-final-fence": 141,
     "stale-not-found": 1,
-    "heartbeat-race": 5,
-    "early-timers": 6,
-    "tx-fence": 33,
+    "heartbeat-race": 6,
+    "early-timers": 5,
+    "tx-fence": 19,
 }
 
 
