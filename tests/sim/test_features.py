@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from raftflow.engine import drivers as drivers_module
-from raftflow.engine import session as session_module
-from raftflow.engine.activation import Activation
-from raftflow.engine.schedules import Schedule
+from raftflow.engine.runtime.run import WorkerRun
+from raftflow.engine.workflow import drivers as drivers_module
+from raftflow.engine.workflow.activation import Activation
+from raftflow.engine.workflow.schedule import Schedule
 from raftflow.stores.flows import StoreFlows
-from raftflow.transports.flow import Request, Statement
+from raftflow.transports.db.flow import Request, Statement
 
 from tests.sim.sim import run_seed
 
@@ -100,7 +100,7 @@ def _schedule_skips_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _adoption_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker handed an execution at its start does not run it (its lease lapses)."""
-    monkeypatch.setattr(session_module.Session, "_adopt", lambda self, claimed: self.unreserve())
+    monkeypatch.setattr(WorkerRun, "_adopt", lambda self, claimed: self.unreserve())
 
 
 PLANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str]] = {
