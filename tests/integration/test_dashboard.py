@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,20 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
     def text_of(selector: str) -> str:
         return str(find(By.CSS_SELECTOR, selector).text)
 
+    def follow(element: Any, path: str) -> None:
+        """Click, and wait for the page it leads to: a click returns before the navigation
+        ends, and reading (or refreshing) at once would act on the page left behind --
+        under load a refresh right after a form's click reloads the form, its POST lost."""
+        element.click()
+
+        def arrived() -> bool:
+            here = urllib.parse.urlsplit(browser.current_url)
+            target = here.path + ("?" + here.query if here.query else "")
+            loaded = browser.execute_script("return document.readyState") == "complete"
+            return target.startswith(path) and loaded
+
+        assert wait_until(arrived, timeout=30, interval=0.05), (browser.current_url, path)
+
     # Executions: every one listed, with live counts.
     browser.get(base + "/executions")
     table = text_of("#executions")
@@ -220,7 +235,7 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
     shoot(browser, "executions")
 
     # The failed one: the timeline, the retry's history, the error with its traceback.
-    find(By.LINK_TEXT, "refund-9").click()
+    follow(find(By.LINK_TEXT, "refund-9"), execution_url("refund-9"))
     page = text_of("main")
     assert "call_bank" in page and "attempt 1 failed" in page and "ConnectionError" in page
     assert "Cancel…" not in page  # finished: no actions
@@ -235,29 +250,29 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
     browser.get(base + execution_url(target.id))
     assert "parked" in text_of("#lease")
     shoot(browser, "execution")
-    find(By.ID, "cancel").click()
+    follow(find(By.ID, "cancel"), "/cancel?")
     assert "Cancel" in text_of("h1") and target.id in text_of("h1")
     shoot(browser, "confirm-cancel")
-    find(By.ID, "confirm").click()
+    follow(find(By.ID, "confirm"), execution_url(target.id))
 
-    def status_is(expected: str) -> bool:
-        browser.refresh()
+    def status_is(expected: str, execution_id: str) -> bool:
+        browser.get(base + execution_url(execution_id))
         return text_of("#status") == expected
 
-    wait_until(lambda: status_is("cancelled"), timeout=30, interval=0.3)
+    wait_until(lambda: status_is("cancelled", target.id), timeout=30, interval=0.3)
     assert target.status().value == "cancelled"
     assert "Cancel…" not in text_of("main")
 
     # Send a signal by clicking: the waiting approval continues and succeeds.
     other = running["signal"]
     browser.get(base + execution_url(other.id))
-    find(By.ID, "send").click()
+    follow(find(By.ID, "send"), "/send?")
     find(By.ID, "topic").send_keys("review")
     message = find(By.ID, "message")
     message.clear()
     message.send_keys('{"ok": true}')
-    find(By.ID, "confirm").click()
-    wait_until(lambda: status_is("succeeded"), timeout=30, interval=0.3)
+    follow(find(By.ID, "confirm"), execution_url(other.id))
+    wait_until(lambda: status_is("succeeded", other.id), timeout=30, interval=0.3)
     assert other.result(timeout=10) == "pay-o-21-21.00"
     assert "review" in text_of("main")  # the signal, listed
 
@@ -278,12 +293,12 @@ def test_the_pages_and_a_cancel_and_a_signal_by_clicking(
     shoot(browser, "workers")
 
     # The schedules: the nightly one, parked until tomorrow's 03:00, and the run it started.
-    find(By.LINK_TEXT, "Schedules").click()
+    follow(find(By.LINK_TEXT, "Schedules"), "/schedules")
     row = text_of("#schedules tbody tr")
     assert "nightly" in row and "0 3 * * *" in row and "UTC" in row and "parked" in row
     assert row.count("03:00:00 UTC") == 3  # the next three times
     shoot(browser, "schedules")
-    find(By.LINK_TEXT, running["fired"].id).click()
+    follow(find(By.LINK_TEXT, running["fired"].id), execution_url(running["fired"].id))
     assert text_of("#status") == "succeeded" and "reserve" in text_of("main")
     assert all(
         (tmp_path / f"{n}.png").stat().st_size > 10_000
