@@ -1,8 +1,10 @@
 """Commands the suite starts with the session, on the CPU its tests leave idle.
 
-Most of the suite waits (on Raft, on leases running out, on processes starting), while two
-of its jobs only compute and time nothing: the simulator's 2,000 seeds (tests/sim) and the
-build of the wheel, the sdist and a virtualenv with the wheel installed (tests/packaging).
+Most of the suite waits (on Raft, on leases running out, on processes starting), while three
+of its jobs only compute and time nothing: the simulator's 2,000 seeds (tests/sim), its
+check of every planted bug and fence removal (``--mutation-check``, tests/sim/table.py),
+and the build of the wheel, the sdist and a virtualenv with the wheel installed
+(tests/packaging).
 When their tests are collected, their commands start at the beginning of the session under
 ``SCHED_IDLE`` (the kernel gives them a core only when no other process wants one; ``nice
 19`` where that policy is missing). Each test, later, waits for what is left and checks the
@@ -99,9 +101,20 @@ def _seeds() -> tuple[str, ...]:
     return ("--seeds", str(SEEDS), "--first", str(FIRST), "--jobs", str(JOBS))
 
 
+def _mutations() -> tuple[str, ...]:
+    from tests.sim.test_sim import JOBS
+
+    return ("--mutation-check", "--jobs", str(JOBS))
+
+
 #: name: (the test whose collection starts it, its module, its arguments)
 COMMANDS = {
     "seeds": ("tests/sim/test_sim.py::test_seeds", "tests.sim", _seeds),
+    "mutations": (
+        "tests/sim/test_fences.py::test_every_mutation_is_caught_first_by_its_recorded_seed",
+        "tests.sim",
+        _mutations,
+    ),
     "packages": ("tests/packaging/test_wheel.py::", "tests.packaging.build", lambda: ("{folder}",)),
 }
 

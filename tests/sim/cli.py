@@ -4,6 +4,8 @@ python -m tests.sim --seeds 2000                 # seeds 0..1999, a summary
 python -m tests.sim --seeds 2000 --first 50000   # seeds 50000..51999
 python -m tests.sim --seed 1234 --trace          # replay one seed, its whole trace
 python -m tests.sim --seeds 500 --mutation no-fence   # a planted bug: which seeds catch it
+python -m tests.sim --mutation-table --jobs 2 --write  # every mutation: docs/reliability.md
+python -m tests.sim --mutation-check --jobs 2    # each recorded first seed is still the first
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def _light_run(seed: int, **options: object) -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__)
-    parser.add_argument("--seeds", type=int, default=200, help="how many seeds to run")
+    parser.add_argument(
+        "--seeds", type=int, help="how many seeds to run (200; --mutation-table: 2,000)"
+    )
     parser.add_argument("--first", type=int, default=0, help="the first seed")
     parser.add_argument("--seed", type=int, help="run this one seed")
     parser.add_argument("--trace", action="store_true", help="print the run's trace")
@@ -50,9 +54,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--idle", action="store_true", help="run only on CPU no other process wants"
     )
+    parser.add_argument(
+        "--mutation-table",
+        action="store_true",
+        help="every mutation over the CI budget (--seeds, default 2000): the docs' tables",
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="with --mutation-table: record it, and in the docs"
+    )
+    parser.add_argument(
+        "--mutation-check",
+        action="store_true",
+        help="each mutation's recorded first seed still catches it, and no seed before it",
+    )
     args = parser.parse_args(argv)
     if args.idle:
         background.lowest_priority()
+    if args.mutation_table or args.mutation_check:
+        from tests.sim import table
+
+        if args.mutation_check:
+            return table.check_main(args.jobs)
+        return table.table_main(args.jobs, args.seeds or table.BUDGET, args.write)
+    args.seeds = 200 if args.seeds is None else args.seeds
     if args.seed is not None:
         result = run_seed(args.seed, size=args.size, mutation=args.mutation, verbose=args.trace)
         print(f"stats: {result.stats}")

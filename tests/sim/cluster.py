@@ -50,13 +50,14 @@ from raftflow.transports.rqlite.protocol import (
 )
 from raftflow.transports.sqlite.connection import SqliteConnection
 
+from tests.sim.audit import WriteAudit
 from tests.sim.threads import Lockstep
 
 #: The simulated epoch: time 0.0 of the loop is this wall-clock time.
 EPOCH = 1_800_000_000.0
 NODES = ("http://n1:4001", "http://n2:4001", "http://n3:4001")
 CLOCK_SQL = QUERIES("clock").sql.strip()
-CLAIM_SQL = QUERIES("claim").sql.strip()
+CLAIM_NAME = QUERIES("claim").name  # by name: a mutation may change its text
 
 LIMITS_SQL = """
 SELECT e.limit_key, MAX(e.limit_max), COUNT(DISTINCT e.id), COUNT(DISTINCT m.group_id)
@@ -67,6 +68,17 @@ WHERE e.limit_key IS NOT NULL AND e.admitted = 1
   AND e.status NOT IN ('succeeded', 'failed', 'cancelled')
 GROUP BY e.limit_key
 HAVING COUNT(DISTINCT e.id) > MAX(e.limit_max) OR COUNT(DISTINCT m.group_id) > MAX(e.limit_max)
+"""
+
+#: Executions that wait for a slot of their limit (not admitted) and yet hold a live lease:
+#: only a cancel (asked, or the workflow's timeout passed) may claim a waiter, to end it.
+WAITERS_LEASED_SQL = """
+SELECT e.limit_key, e.id, m.locked_by FROM executions AS e
+JOIN messages AS m ON m.group_id = e.id AND m.locked_by IS NOT NULL
+  AND m.locked_by != '__parked__' AND m.lock_expiry >= :now
+WHERE e.limit_key IS NOT NULL AND e.admitted = 0 AND e.cancel_reason IS NULL
+  AND (e.deadline IS NULL OR e.deadline > :now)
+  AND e.status NOT IN ('succeeded', 'failed', 'cancelled')
 """
 
 #: The simulated process a task belongs to (inherited by every task a worker creates).
@@ -107,11 +119,14 @@ class Process:
     name: str
     paused_until: float = 0.0
     died_at: float | None = None
+    #: Its tasks waiting for the pause to end (:meth:`SimCluster.resume` ends it early).
+    sleepers: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 @dataclass
 class Counters:
     requests: int = 0
+    mutated: int = 0  # statements a mutation changed (tests/sim/fences.py)
     faults: dict[str, int] = field(default_factory=dict)
 
     def count(self, fault: str) -> None:
@@ -139,6 +154,10 @@ class SimCluster:
         self.on_violation = on_violation or (lambda message: None)
         self.main, self.stale = _fresh_databases(tables)
         _NOW[0] = loop.time  # the triggers' sim_now() (registered once: see _NOW)
+        self.audit = WriteAudit(self.main._db)  # every write under a lease, vs its holder
+        #: How long a process stops before it sends a request (tests/sim/pressure.py).
+        self.stall: Callable[[str, Request], float] | None = None
+        self.on_claim: Callable[[], None] | None = None  # after each claim applied
         # The writes the stale copy has not applied yet; the first ``snapshot`` of them are
         # what it should show (it catches up lazily, at its next read).
         self.behind: list[Request] = []
@@ -182,7 +201,24 @@ class SimCluster:
             wait = process.paused_until - self.loop.time()
             if wait <= 0:
                 return
-            await asyncio.sleep(wait)
+            # asyncio.sleep(wait), which resume() can end early.
+            asleep = self.loop.create_future()
+            timer = self.loop.call_later(wait, _wake, asleep)
+            process.sleepers.append(asleep)
+            try:
+                await asleep
+            finally:
+                timer.cancel()
+                process.sleepers.remove(asleep)
+
+    def resume(self, name: str, at: float) -> None:
+        """A stopped process continues at ``at`` (before the end of its pause)."""
+        process = self.process(name)
+        if process.died_at is not None or process.paused_until <= at:
+            return
+        process.paused_until = at
+        for asleep in list(process.sleepers):
+            self.loop.call_at(at, _wake, asleep)
 
     # -- one HTTP call ------------------------------------------------------------------------
 
@@ -193,6 +229,8 @@ class SimCluster:
         statements are then taken from it, not parsed back from the JSON body: the same
         SQL and the same values, as JSON carries them)."""
         await self.gate(who)
+        if self.stall is not None and request is not None and not self.calm:
+            await self._stall(who, request)
         rng, faults = self.rng, self.faults
         self.counters.requests += 1
         if request is not None:
@@ -282,6 +320,16 @@ class SimCluster:
         self.trace(f"{who} {names} -> {fault} {_summary(answer['results'])}")
         return HttpReply(200, json.dumps({"results": answer["results"]}).encode())
 
+    async def _stall(self, who: str, request: Request) -> None:
+        """``who`` stops right before it sends ``request`` (tests/sim/pressure.py), if it must."""
+        assert self.stall is not None
+        pause = self.stall(who, request)
+        if pause:
+            process = self.process(who)
+            process.paused_until = max(process.paused_until, self.loop.time() + pause)
+            self.trace(f"{who} stops for {pause:.2f}s before {_names(request.statements)}")
+            await self.gate(who)
+
     # -- the database -------------------------------------------------------------------------
 
     def _apply(self, request: Request, *, stale: bool) -> list[dict[str, Any]]:
@@ -290,19 +338,26 @@ class SimCluster:
             self.clock_answers[now] = (self.loop.time(), self.leader_offset)
             return [{"columns": ["now"], "values": [[now]]}]
         if self.rewrite is not None:
+            sent = request.statements
             request = Request(
-                tuple(Statement(s.name, self.rewrite(s.sql), s.params) for s in request.statements),
+                tuple(Statement(s.name, self.rewrite(s.sql), s.params) for s in sent),
                 request.transaction,
                 request.level,
             )
+            self.counters.mutated += sum(a.sql != b.sql for a, b in zip(sent, request.statements))
         if stale:
             self._catch_up()
         connection = self.stale if stale else self.main
-        claim = not stale and any(s.sql.strip() == CLAIM_SQL for s in request.statements)
+        claim = not stale and any(s.name == CLAIM_NAME for s in request.statements)
         before = self._live_leases() if claim else {}
+        suspects = self.audit.before(request) if not (stale or request.is_read_only) else []
         response = connection.send(request)
+        for message in self.audit.after(suspects) if suspects else ():
+            self.on_violation(message)
         if claim:
             self._check_takeovers(before)
+            if self.on_claim is not None:
+                self.on_claim()
         if not request.is_read_only:
             self.writes += 1
             self.behind.append(request)
@@ -380,6 +435,13 @@ class SimCluster:
             self.on_violation(
                 f"limit {key}: {admitted} executions hold its {slots} slots, {leased} leased"
             )
+        for key, execution_id, token in self.main._db.execute(
+            WAITERS_LEASED_SQL, {"now": self.leader_time()}
+        ).fetchall():
+            self.on_violation(
+                f"limit {key}: {execution_id} leased to {token.split(':')[0]} while it waits "
+                "for a slot"
+            )
 
     def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """A read of the true state (for the checker; no fault, no trace)."""
@@ -452,6 +514,11 @@ def _empty(db: sqlite3.Connection) -> None:
             db.execute(f'DELETE FROM "{table}"')
         if db.total_changes == before:
             return
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _statement(item: list[Any]) -> Statement:

@@ -85,10 +85,16 @@ def _timeout(
 
 def _step_timeouts(item: Planned, records: dict[int, dict[str, Any]], runs: list[Run]) -> list[str]:
     """An attempt is cut no earlier than its timeout; one that ended within it is not cut.
-    (The run whose outcome was recorded: the last one held under a lease.)"""
+    (The run whose outcome was recorded: the last one held under a lease by the worker that
+    recorded it -- none if its process was stopped before its code began and the timeout
+    cut it there.)"""
     problems = []
     for idx, record in records.items():
-        held = [r for r in runs if r.index == idx and r.held and r.end is not None]
+        held = [
+            r
+            for r in runs
+            if r.index == idx and r.held and r.end is not None and r.process == record["worker_id"]
+        ]
         if not held:
             continue
         last = max(held, key=lambda r: (r.start, r.id))

@@ -1,11 +1,13 @@
-"""Planted bugs, each behind a name: the simulator must catch every one (tests/sim/test_sim.py).
+"""Planted bugs, each behind a name, and every fence removed (tests/sim/fences.py): the
+simulator must catch each one (tests/sim/table.py, tests/sim/test_fences.py).
 
 They change nothing in the engine's files: a mutation rewrites the SQL the simulated
-cluster receives, or patches a function for the duration of one simulation.
+cluster receives, replaces a trigger of its schema for one run, or patches a function for
+the duration of one simulation. A planted bug counts as caught by any violation.
 
 - ``no-fence``: a step checkpoint within a worker's turn (``lean_commit``, ``lean_step``) no
   longer checks that the committer still holds the lease -- a stalled worker's late result
-  is recorded.
+  is recorded (the fences ``lean-commit-lease`` and ``lean-step-lease`` together).
 - ``no-final-fence``: the outcome of an execution committed lean (``lean_final`` or
   ``lean_final_unlinked``, and ``lean_final_step``) no longer checks the lease -- a stalled
   worker's late outcome and last record are written over another worker's run (the ack
@@ -18,62 +20,24 @@ cluster receives, or patches a function for the duration of one simulation.
 - ``early-timers``: wake times and deadlines on the clock's midpoint estimate, ignoring its
   uncertainty (the engine before the simulator found it, seeds 2711 and 2780): a durable
   sleep set by a worker whose estimate is behind ends early.
-- ``tx-fence``: the fence of a request carrying transaction steps no longer checks that
-  each step is not recorded yet: the retry of an ambiguous commit that did apply applies
-  the step's writes (the ledger's deposit) a second time.
+
+(``tx-fence``, planted here before, is the fence of the same name now.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from raftflow.engine.workflow import activation as activation_module
 from raftflow.stores import flows as store_flows
 from raftflow.stores.commit import Commit, CommitOutcome
 
-
-@dataclass(frozen=True)
-class Mutation:
-    name: str
-
-    def rewrite(self, sql: str) -> str:
-        return sql
-
-    def patch(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def on_worker(self, worker: Any) -> None:
-        return None
-
-
-_LEAN_FENCE = re.compile(
-    r"AND m\.locked_by = (json_extract\(c\.value, '\$\.lease_token'\)|:lease_token)"
-)
-
-
-class NoFence(Mutation):
-    def rewrite(self, sql: str) -> str:
-        if "INSERT OR IGNORE INTO steps" in sql:
-            return _LEAN_FENCE.sub("", sql)
-        return sql
-
-
-_FINAL_FENCE = re.compile(
-    r"AND EXISTS \(SELECT 1 FROM messages AS m WHERE m\.seq = :lease_seq\s+"
-    r"AND m\.locked_by = :lease_token\)"
-)
-
-
-class NoFinalFence(Mutation):
-    def rewrite(self, sql: str) -> str:
-        if any(w in sql for w in ("UPDATE executions SET", "REPLACE INTO", "INSERT INTO steps")):
-            return _FINAL_FENCE.sub("", sql)
-        return sql
+from tests.sim.fences import EQUIVALENT, FENCES, Combined
+from tests.sim.mutation import Mutation
 
 
 class StaleNotFound(Mutation):
@@ -147,26 +111,33 @@ class EarlyTimers(Mutation):
             cls.after, cls.passed, cls.remaining = saved  # type: ignore[method-assign]
 
 
-_FENCE_APPLIED = re.compile(
-    r"\n   OR CASE WHEN json_extract\(c\.value, '\$\.lean'\).*?\nEND", re.DOTALL
-)
-
-
-class TxFence(Mutation):
-    """The transaction steps' fence no longer checks that the step is not recorded yet: an
-    ambiguous commit retried after it applied applies the step's writes a second time."""
-
-    def rewrite(self, sql: str) -> str:
-        if sql.startswith("INSERT INTO transaction_checks") and "cancel_reason" in sql:
-            return _FENCE_APPLIED.sub("", sql)
-        return sql
-
-
+#: The planted bugs (caught by any violation), then every fence removed (tests/sim/fences.py).
+PLANTED: dict[str, Mutation] = {
+    "no-fence": Combined(
+        "no-fence",
+        clause="`lean_commit` and `lean_step`: the lease checks",
+        parts=(FENCES["lean-commit-lease"], FENCES["lean-step-lease"]),
+    ),
+    "no-final-fence": Combined(
+        "no-final-fence",
+        clause="`lean_final`, `lean_final_unlinked`, `lean_final_step`: the lease checks",
+        parts=tuple(
+            FENCES[f"{name}-lease"]
+            for name in ("lean-final", "lean-final-unlinked", "lean-final-step")
+        ),
+    ),
+    "stale-not-found": StaleNotFound(
+        "stale-not-found", clause='a `weak` read\'s "not found" is believed'
+    ),
+    "heartbeat-race": HeartbeatRace(
+        "heartbeat-race", clause="a commit's new lease is taken a moment after the commit"
+    ),
+    "early-timers": EarlyTimers(
+        "early-timers", clause="wake times on the clock's midpoint estimate"
+    ),
+}
 MUTATIONS: dict[str, Mutation] = {
-    "no-fence": NoFence("no-fence"),
-    "no-final-fence": NoFinalFence("no-final-fence"),
-    "stale-not-found": StaleNotFound("stale-not-found"),
-    "heartbeat-race": HeartbeatRace("heartbeat-race"),
-    "early-timers": EarlyTimers("early-timers"),
-    "tx-fence": TxFence("tx-fence"),
+    **PLANTED,
+    **FENCES,
+    **{name: mutation for name, (mutation, _) in EQUIVALENT.items()},
 }

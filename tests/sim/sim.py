@@ -43,8 +43,10 @@ from tests.sim.cluster import (
 )
 from tests.sim.loop import SimLoop
 from tests.sim.mutations import MUTATIONS
+from tests.sim.pressure import Pressure
 from tests.sim.threads import Lockstep
 from tests.sim.timers import TimerProbe
+from tests.sim.verdicts import catching
 from tests.sim.workload_more import KINDS as MORE
 from tests.sim.workload_sync import SHAPES
 
@@ -230,10 +232,14 @@ class Simulation:
         size: int = 6,
         mutation: str | None = None,
         verbose: bool = False,
+        until_caught: bool = False,
     ) -> None:
         self.seed = seed
+        #: Stop the run once a violation catches the mutation (tests/sim/table.py).
+        self.until_caught = until_caught
         self.rng = random.Random(seed)
         self.plan = make_plan(self.rng, size)
+        self.pressure = Pressure(seed)  # on the fences: an RNG of its own (tests/sim/pressure.py)
         self.mutation = MUTATIONS[mutation] if mutation else None
         self.verbose = verbose
         self.trace: list[str] = []
@@ -261,6 +267,12 @@ class Simulation:
             self.violation,
         )
         self.timers = TimerProbe(self.loop.time, self.cluster.clock_answers, self.local_offset)
+        # Fences: stalls right before writes under a lease; those writes audited (the
+        # ledger's rows are a transaction step's writes, under its lease too).
+        self.pressure.attach(self)
+        self.cluster.stall = self.pressure.stall
+        self.cluster.on_claim = self.pressure.taken_over
+        self.cluster.audit.tables = ((workload.ledger.name, "execution_id"),)
 
     # -- the record -------------------------------------------------------------------------
 
@@ -315,6 +327,7 @@ class Simulation:
             "executions": len(self.plan.executions),
             "step_runs": len(self.runs.runs),
             "simulated_seconds": round(self.end_time, 3),
+            "mutated": self.cluster.counters.mutated,
         }
         return Result(self.seed, self.violations, self.trace, stats)
 
@@ -410,8 +423,10 @@ class Simulation:
         plan = self.plan
         self.end_time = 0.0
         patch = self.mutation.patch() if self.mutation else contextlib.nullcontext()
+        schema = self.mutation.schema(self.cluster) if self.mutation else contextlib.nullcontext()
         with (
             patch,
+            schema,
             self.timers.installed(),
             self.lockstep.installed(PROCESS),
             self.runs.attributed(),
@@ -419,8 +434,9 @@ class Simulation:
         ):
             for index in range(plan.workers):
                 self._start_worker(index)
-            client = self.spawn("client", Client(self).run())
+            client = self.spawn("client", self._client())
             self.spawn("chaos", self._chaos())
+            self.spawn("chaos", self.pressure.chaos(self))
             loop = asyncio.get_running_loop()
             while loop.time() < TIME_LIMIT:
                 await asyncio.sleep(1.0)
@@ -428,6 +444,8 @@ class Simulation:
                     self.cluster.calm = True
                     self.note("calm: no more network faults")
                 if client.done() and self._all_final():
+                    break
+                if self.until_caught and catching(self.mutation, self.violations):
                     break
             self.end_time = loop.time()
             self.note("workload over")
@@ -437,6 +455,11 @@ class Simulation:
                 if self.cluster.process(who).died_at is None:
                     worker.stop()
             await asyncio.sleep(2.0)
+
+    async def _client(self) -> None:
+        client = Client(self)
+        await client.run()
+        await self.pressure.after_client(self, client.retry)  # strays: tests/sim/pressure.py
 
     def _all_final(self) -> bool:
         rows = self.cluster.query(

@@ -101,7 +101,11 @@ class RunLog:
         run.reference = sim.timers.reference(sim.clocks.get(who), who)
         run.honoured = sim.timers.honoured.get((who, info.execution_id))
         owner = self.owners.get(id(info))
-        if owner is not None and owner[0] is info:  # the activation running this step
+        if owner is None:
+            # Its attempt is over already: a sync step's thread that its timeout cut while
+            # its process was stopped goes on in the overrun pool; its result is dropped.
+            run.held = False
+        elif owner[0] is info:  # the activation running this step
             run.generation = owner[1].record.run
             token = owner[1].lease.token
             run.held = bool(
