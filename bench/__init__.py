@@ -22,7 +22,9 @@ raw            the raw-ceiling client process (``python -m bench.raw``)
 app            the workflows the raftflow workers run
 worker         the raftflow worker process (``python -m bench.worker``)
 naive          the spec's naive protocol: schema and worker (``python -m bench.naive``)
-phases         raw, raftflow, end-to-end and naive phases
+phases         the raw, raftflow and end-to-end phases
+naive_phase    the naive baseline's phase
+summary        a window of worker counters added up, per step; the raftflow summary
 latency        percentiles, step-to-step gaps, steady-state throughput
 scale          ``--mode scale``: claim latency at 10 vs 100k queued, RSS over 100k steps
 cost           ``--mode cost``: rqlite CPU per request, leader vs followers

@@ -33,7 +33,8 @@ from bench import report
 from bench.cluster import BenchCluster
 from bench.counting import Tally, instrument
 from bench.latency import ratio
-from bench.phases import Context, run_naive, run_raftflow, run_raw
+from bench.naive_phase import run_naive
+from bench.phases import Context, run_raftflow, run_raw
 from bench.progress import Progress
 from bench.settings import PHASES, Settings
 

@@ -29,12 +29,12 @@ from bench.phases import (
     Context,
     Measured,
     _sampler,
-    raftflow_summary,
     start_executions,
     start_workers,
     step_rows,
     wait_raftflow,
 )
+from bench.summary import raftflow_summary
 from raftflow import Engine
 
 RAFTFLOW_TABLES = ("messages", "groups", "message_keys", "steps", "executions")

@@ -131,6 +131,21 @@ def job(name: str, request: pytest.FixtureRequest) -> Job:
     return started
 
 
+def outcome(name: str, label: str, request: pytest.FixtureRequest) -> tuple[int, str, str]:
+    """Wait (up to 1,100 s) for the session's job ``name``: its exit status, output and
+    last line, the line printed with how long the job ran and the test waited."""
+    run = job(name, request)
+    waited = time.perf_counter()
+    code, output = run.wait(timeout=1100)
+    done = time.perf_counter()
+    summary = output.strip().splitlines()[-1] if output.strip() else ""
+    print(
+        f"\n{label}: {summary} (started {done - run.started:.1f}s ago, "
+        f"this test waited {done - waited:.1f}s for it)"
+    )
+    return code, output, summary
+
+
 def start_for(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     """Start the jobs of the tests about to run."""
     if not enabled():

@@ -133,6 +133,15 @@ def test_missed_times_beyond_catch_up_are_skipped_and_the_cli_lists_schedules(
             wait_until(
                 lambda: len(fire_times(engine, "catching_up")) >= len(before) + 4, timeout=20
             )
+            # Started is not run: the worker stays until every fire it started has finished.
+            wait_until(
+                lambda: all(
+                    r.status is Status.SUCCEEDED
+                    for r in engine.store.list(limit=10_000)
+                    if r.workflow == "catching_up"
+                ),
+                timeout=30,
+            )
         times = fire_times(engine, "catching_up")
         assert len(assert_each_time_ran_once(engine, "catching_up", seen)) >= len(before) + 4
         gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a != 1.0]

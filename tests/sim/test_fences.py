@@ -11,8 +11,6 @@ docs/reliability.md "Every fence, removed"), and the machinery that says so can 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from raftflow.engine.workflow.transaction import create_tables_request
 from raftflow.transports.db.flow import Request, Statement
@@ -31,15 +29,7 @@ from tests.sim.verdicts import kind
 def test_every_mutation_is_caught_first_by_its_recorded_seed(
     request: pytest.FixtureRequest,
 ) -> None:
-    run = background.job("mutations", request)
-    waited = time.perf_counter()
-    code, output = run.wait(timeout=1100)
-    done = time.perf_counter()
-    summary = output.strip().splitlines()[-1] if output.strip() else ""
-    print(
-        f"\nmutations: {summary} (started {done - run.started:.1f}s ago, "
-        f"this test waited {done - waited:.1f}s for it)"
-    )
+    code, output, summary = background.outcome("mutations", "mutations", request)
     assert code == 0 and "0 problem(s)" in summary, output[-10000:]
 
 

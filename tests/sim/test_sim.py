@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -36,15 +35,7 @@ def test_seeds(request: pytest.FixtureRequest) -> None:
     nothing): every seed passes every invariant, or the failures say how to replay them.
     In a whole-suite run the command started with the session, on idle CPU
     (tests/background.py); the test waits for what is left of it."""
-    run = background.job("seeds", request)
-    waited = time.perf_counter()
-    code, output = run.wait(timeout=1100)
-    done = time.perf_counter()
-    summary = output.strip().splitlines()[-1] if output.strip() else ""
-    print(
-        f"\nsim: {summary} (started {done - run.started:.1f}s ago, "
-        f"this test waited {done - waited:.1f}s for it)"
-    )
+    code, output, summary = background.outcome("seeds", "sim", request)
     assert code == 0, output[-10000:]
     assert f"{SEEDS} seeds in" in summary and "0 failing seed(s)" in summary, summary
 
