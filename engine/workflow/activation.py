@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 from raftflow.engine.workflow.callorder import CallOrder
+from raftflow.engine.workflow.context import runs_here
 from raftflow.engine.workflow.host import Host
 from raftflow.engine.workflow.registry import StepDef, WorkflowDef
 from raftflow.engine.workflow.staging import Staged, Staging
@@ -90,7 +91,8 @@ class Activation(Staging):
         self.sent: Staged | None = None  # the staged call of the last commit sent
         self.in_step = False
         self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
-        self.calls = CallOrder(Unwind)  # an async workflow's concurrent calls, one at a time
+        # An async workflow's concurrent calls, one at a time.
+        self.calls = CallOrder(Unwind, lambda context: runs_here(context, self))
         #: Set when the run gave up for a reason outside user code: hand the lease back.
         self.failure: BaseException | None = None
         # Turns (sticky continuation): the worker awaits ``turn``, which the run resolves

@@ -14,7 +14,12 @@ results hung for ever). Here:
   the loop, so the ticket of its next call is taken before any other call can end;
 - a call that never let the loop run (its result was recorded: a replay) yields to it
   once before it returns, as the first run's I/O did, so that the coroutines started
-  with it take their tickets before it goes on, in a replay as in the first run.
+  with it take their tickets before it goes on, in a replay as in the first run. Only a task
+  created and not yet started can take a ticket in that yield (the others wait for
+  theirs, or for this call's end): with none on the loop -- a replay of a sequential
+  workflow -- the yield changes nothing and is skipped, so a replay costs no loop pass
+  per call. Whether a call let the loop run is seen on its own coroutine (did it ever
+  yield?): a call costs the loop no callback of its own.
 
 So a gather over children's results or over steps works, and is replayed in the same
 order; its calls do not overlap (children run in parallel; steps in a gather run one
@@ -25,9 +30,11 @@ of the code as long as it awaits only durable calls and tasks made of them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -36,9 +43,12 @@ class CallOrder:
     """The tickets of one run's async calls: who runs now, who waits, in which order.
     ``unwind``: the exception that ends the run early; the calls waiting then raise it."""
 
-    def __init__(self, unwind: type[BaseException]) -> None:
+    def __init__(
+        self, unwind: type[BaseException], ours: Callable[[contextvars.Context], bool]
+    ) -> None:
         self._unwind = unwind
-        self._holder: asyncio.Future[None] | None = None  # the call running now
+        self._ours = ours  # whether a task's context is this run's (its code made the task)
+        self._holder: object | None = None  # the ticket of the call running now
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._ended = False  # the workflow returned (or the run unwinds): no more calls
         self._idle: asyncio.Future[None] | None = None  # end() waits for the holder
@@ -49,14 +59,21 @@ class CallOrder:
         exit. A call that never let the loop run yields to it once before it returns (or
         raises), as one that did I/O would have: a replay takes the first run's order."""
         ticket = self._take()
-        moved = _Moved(asyncio.get_running_loop())
         try:
-            await ticket
+            if ticket is not _ALONE_TAKEN:
+                await ticket  # type: ignore[misc]  # a future: done when this call's turn comes
+            watched = _Watched(body())
             try:
-                return await body()
-            finally:
-                if not moved.yet:
+                result = await watched
+            except self._unwind:
+                raise  # the run ends here: no later position to keep in order
+            except BaseException:
+                if not watched.yielded and self._a_task_of_ours_waits_to_start():
                     await asyncio.sleep(0)
+                raise
+            if not watched.yielded and self._a_task_of_ours_waits_to_start():
+                await asyncio.sleep(0)
+            return result
         except self._unwind:
             self._stop(self._unwind)  # the run is over here: the calls waiting unwind with it
             raise
@@ -72,21 +89,40 @@ class CallOrder:
             self._idle = asyncio.get_running_loop().create_future()
             await self._idle
 
-    def _take(self) -> asyncio.Future[None]:
+    def _a_task_of_ours_waits_to_start(self) -> bool:
+        """Whether a task this run's code made has not run yet. Its first step is among
+        the loop's ready callbacks, run in the task's context (asyncio's loops:
+        ``_ready``, each task step's callback bound to its task); on another loop, any
+        task not started yet counts."""
+        loop = asyncio.get_running_loop()
+        ready = getattr(loop, "_ready", None)
+        if ready is None:
+            return any(_unstarted(task) for task in asyncio.all_tasks(loop))
+        for handle in ready:
+            task = getattr(getattr(handle, "_callback", None), "__self__", None)
+            if isinstance(task, asyncio.Task) and _unstarted(task):
+                context = getattr(handle, "_context", None)
+                if context is None or self._ours(context):
+                    return True
+        return False
+
+    def _take(self) -> object:
+        """``_ALONE_TAKEN`` (the call holds the turn at once: no future to make), or the
+        future that is done when the call's turn comes."""
+        if self._holder is None and not self._waiting and not self._ended:
+            self._holder = _ALONE_TAKEN
+            return _ALONE_TAKEN
         ticket: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._ended:
             ticket.cancel()
-        elif self._holder is None and not self._waiting:
-            self._holder = ticket
-            ticket.set_result(None)
         else:
             self._waiting.append(ticket)
         return ticket
 
-    def _leave(self, ticket: asyncio.Future[None]) -> None:
+    def _leave(self, ticket: object) -> None:
         if ticket is not self._holder:  # cancelled while it waited (e.g. asyncio.wait_for)
             if ticket in self._waiting:
-                self._waiting.remove(ticket)
+                self._waiting.remove(ticket)  # type: ignore[arg-type]
             return
         self._holder = None
         while self._waiting:
@@ -110,14 +146,47 @@ class CallOrder:
                 ticket.set_exception(error())
 
 
-class _Moved:
-    """Whether the event loop has run since this was made (the task then yielded)."""
+#: The ticket of a call that found no call under way or waiting: it holds the turn at
+#: once. One object serves every such call: only one call holds the turn at a time.
+_ALONE_TAKEN = object()
 
-    __slots__ = ("yet",)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.yet = False
-        loop.call_soon(self._moved)
+class _Watched(Generic[T]):
+    """Awaits an awaitable and notes whether it ever yielded to the loop (then the loop
+    ran, and the coroutines started with the call took their tickets). The values it
+    yields and the ones the task sends or throws back pass through unchanged."""
 
-    def _moved(self) -> None:
-        self.yet = True
+    __slots__ = ("_inner", "yielded")
+
+    def __init__(self, awaitable: Awaitable[T]) -> None:
+        self._inner = awaitable.__await__()
+        self.yielded = False
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        inner = self._inner
+        try:
+            pending = inner.send(None)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        self.yielded = True
+        while True:
+            try:
+                reply = yield pending
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:  # thrown in by the task (a cancel): pass it on
+                try:
+                    pending = inner.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    pending = inner.send(reply)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+
+
+def _unstarted(task: asyncio.Task[Any]) -> bool:
+    coro = task.get_coro()
+    return inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED

@@ -85,6 +85,11 @@ def in_step(info: StepInfo | None) -> Iterator[None]:
         _activation.reset(tokens[0])
 
 
+def runs_here(context: contextvars.Context, run: Activation) -> bool:
+    """Whether code running in ``context`` is ``run``'s (a task its workflow code made)."""
+    return context.get(_activation) is run
+
+
 def workflow_run(what: str, is_async: bool) -> Activation | None:
     """The activation of the workflow running here, or None outside workflow code. A call
     of the sync API from an async workflow (or the reverse) raises, naming the right one."""
