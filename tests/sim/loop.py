@@ -65,6 +65,11 @@ class SimLoop(asyncio.SelectorEventLoop):
         self.created = 0
         self._errors: list[str] = []
         self._failed: list[asyncio.Task[Any]] = []
+        # Every task not done, held: a killed process's tasks wait for ever on requests
+        # that never complete, and asyncio keeps only weak references to tasks -- collected
+        # mid-run ("Task was destroyed but it is pending!") at a moment set by the garbage
+        # collector, which depends on the seeds run before in the same process.
+        self._pending: set[asyncio.Task[Any]] = set()
         self.set_exception_handler(self._keep_error)
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
@@ -73,10 +78,12 @@ class SimLoop(asyncio.SelectorEventLoop):
         task = super().create_task(coro, **kwargs)
         self.created += 1
         task.sim_order = self.created  # type: ignore[attr-defined]
+        self._pending.add(task)
         task.add_done_callback(self._task_done)
         return task
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
         # Not task.exception(): that would count as retrieving it.
         if not task.cancelled() and getattr(task, "_log_traceback", False):
             self._failed.append(task)
