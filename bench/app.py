@@ -3,8 +3,9 @@
 ``chain`` runs ``steps`` steps one after another; a step does nothing (or sleeps
 ``sleep`` seconds), so what is measured is raftflow's own cost per step. ``chain_sync``
 is the same with a sync workflow and sync steps (run in the worker's thread pool).
-``one`` is the 1-step workflow of the end-to-end latency phase; ``turnaround_chain`` and
-``turnaround_one`` are ``chain`` and ``one`` for the latency phase. ``ledger`` is the
+``one`` is the 1-step workflow of the end-to-end latency phase; ``turnaround_chain``,
+``turnaround_chain_sync`` and ``turnaround_one`` are ``chain``, ``chain_sync`` and ``one``
+for the latency phase. ``ledger`` is the
 ``transactions`` phase's chain: each step is a transaction step that debits 1 from the
 execution's own account (guarded by ``expect_rows``) and appends a ledger row, both
 committed with the step's checkpoint.
@@ -75,6 +76,11 @@ async def one(value: int) -> int:
 @engine.workflow
 async def turnaround_chain(spec: Chain) -> int:
     return await ticks(spec)
+
+
+@engine.workflow
+def turnaround_chain_sync(spec: Chain) -> int:
+    return sum(tick_sync(i, spec.sleep) for i in range(spec.steps))
 
 
 @engine.workflow

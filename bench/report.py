@@ -357,7 +357,7 @@ def render(results: dict[str, Any]) -> str:
         return render_long(results)
     text = render_default(results)
     if "latency" in results:
-        from bench.turnaround import render as render_latency
+        from bench.latency_goals import render as render_latency
 
         text += "\n" + render_latency(results["latency"])
     if "timers" in results:

@@ -3,9 +3,10 @@
 ``C`` client threads each call ``start()`` then ``result()`` on workflows of ``K`` trivial
 steps, with a worker in the same process (concurrency ``C``); then a 1-step workflow's
 ``start() -> result()``, with the worker in the same process and in another one (which
-picks the work up by its idle poll). Every figure is set against the raw single-client
-write of the same run, and each goal of the "Latency" issue is printed with its ratio
-and whether it is met. Last, what an idle worker adds to the rqlite leader's CPU (its
+picks the work up by its idle poll). One client's figures are measured in rounds, each
+beside writes from the floor client (bench/floor.py: one socket, a prepared request) and
+from one httpx client; each latency goal is a ratio to the floor, printed with whether
+it is met. Last, what an idle worker adds to the rqlite leader's CPU (its
 polls), over the idle cluster's own.
 
     python -m bench --phases raw,latency     # just this phase and its reference
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import statistics
 import subprocess
 import sys
 import threading
@@ -26,18 +26,14 @@ import psutil  # type: ignore[import-untyped]
 
 from bench import latency
 from bench.children import ROOT
+from bench.floor import floor_slice
+from bench.latency_goals import DBOS_RAW_WRITES_PER_S, DBOS_STEPS_PER_S, goals
 from bench.phases import Context, start_workers
 
-#: DBOS 3.4 on Postgres 15, measured on this kind of machine with the same pattern, when a
-#: raw single-client rqlite write did 193/s (the "Latency" issue): scaled by the raw rate.
-DBOS_STEPS_PER_S = {1: 152.0, 8: 177.0}
-DBOS_RAW_WRITES_PER_S = 193.0
-
 #: The goals of one client (C=1 steps/s and step-to-step, the 1-step workflow in-process)
-#: are measured in rounds, each beside a slice of raw single-client writes of its own
-#: (:func:`paired_rounds`): this machine's speed drifts by more than those goals' margins
-#: within a minute, and against the raw phase's one window, measured before, five runs of
-#: unchanged code put C=1 at 0.78-1.33 of its goal (docs/performance.md, "Latency").
+#: are measured in rounds, each beside slices of the floor's and of raw single-client
+#: writes of its own (:func:`paired_rounds`): this machine's speed drifts by more than
+#: those goals' margins within a minute.
 ROUNDS = 5
 RAW_SLICE_S = 2.0
 WARM_UP = 2  # untimed 1-step workflows when a round's worker starts
@@ -45,9 +41,10 @@ WARM_UP = 2  # untimed 1-step workflows when a round's worker starts
 
 def phase_count(settings: Any, *, paired: bool) -> int:
     """The progress lines :func:`run_latency` prints: C=1 and the in-process 1-step
-    workflow as rounds, each a raw slice and the workflows (or one line each, unpaired),
+    workflow as rounds, each a raw slice, a floor slice and the workflows (or one line
+    each, unpaired),
     then C=8, the cross-process 1-step workflow and the embedded row."""
-    return 3 + (2 * _rounds(settings) if paired else 2)
+    return 3 + (3 * _rounds(settings) if paired else 2)
 
 
 def _rounds(settings: Any) -> int:
@@ -146,8 +143,10 @@ def paired_rounds(
     from bench.phases import run_raw
 
     raw_samples: list[float] = []
-    raw_writes = raw_seconds = 0.0
+    floor_samples: list[float] = []
+    raw_writes = raw_seconds = floor_writes = floor_seconds = 0.0
     runs: list[dict[str, Any]] = []
+    sync_gaps: list[float] = []
     ones: list[float] = []
     table: list[dict[str, Any]] = []
     slice_s = min(RAW_SLICE_S, ctx.settings.duration)
@@ -159,11 +158,24 @@ def paired_rounds(
         raw_writes, raw_seconds = raw_writes + result["writes"], raw_seconds + result["seconds"]
         return result
 
+    def floor(index: int) -> dict[str, Any]:
+        nonlocal floor_writes, floor_seconds
+        ctx.progress.start(f"the floor (one socket, a prepared request), round {index + 1}")
+        result = floor_slice(ctx.cluster.leader_url, slice_s, floor_samples)
+        floor_writes, floor_seconds = (
+            floor_writes + result["writes"],
+            floor_seconds + result["seconds"],
+        )
+        ctx.progress.done(f"p50 {result['latency']['p50_ms']} ms")
+        return result
+
     def workflows(index: int) -> dict[str, Any]:
         ctx.progress.start(f"latency, C=1, K=5, worker in this process, round {index + 1}")
         with engine.running_worker(concurrency=1):
             _one_step(engine, app.turnaround_one, WARM_UP)  # the worker's first requests
             run = _clients(engine, app.turnaround_chain, 1, executions // rounds)
+            sync = _clients(engine, app.turnaround_chain_sync, 1, executions // rounds)
+            sync_gaps.extend(sync["gaps"])
             ones.extend(_one_step(engine, app.turnaround_one, samples // rounds))
         run["steps_per_s"] = run["executions"] * 5 / run["seconds"]
         runs.append(run)
@@ -172,14 +184,15 @@ def paired_rounds(
 
     for index in range(rounds):
         if index % 2 == 0:
-            raw_r, run = raw_slice(index), workflows(index)
+            raw_r, floor_r, run = raw_slice(index), floor(index), workflows(index)
         else:
-            run, raw_r = workflows(index), raw_slice(index)
+            run, floor_r, raw_r = workflows(index), floor(index), raw_slice(index)
         target = DBOS_STEPS_PER_S[1] * raw_r["writes_per_s"] / DBOS_RAW_WRITES_PER_S
         table.append(
             {
                 "raw_writes_per_s": raw_r["writes_per_s"],
                 "raw_p50_ms": raw_r["latency"]["p50_ms"],
+                "floor_p50_ms": floor_r["latency"]["p50_ms"],
                 "c1_steps_per_s": round(run["steps_per_s"], 1),
                 "c1_ratio": latency.ratio(run["steps_per_s"], target),
             }
@@ -190,8 +203,15 @@ def paired_rounds(
             sum(run["seconds"] for run in runs),
             [gap for run in runs for gap in run["gaps"]],
         ),
+        "c1_sync": latency.summary_ms(sync_gaps),
         "one": latency.summary_ms(ones),
         "slice_s": slice_s,
+        "floor": {
+            "writes": int(floor_writes),
+            "seconds": round(floor_seconds, 3),
+            "writes_per_s": round(floor_writes / floor_seconds, 1) if floor_seconds else 0.0,
+            "latency": latency.summary_ms(floor_samples),
+        },
         "raw": {
             "writes": int(raw_writes),
             "seconds": round(raw_seconds, 3),
@@ -283,142 +303,3 @@ def _leader_cpu_percent(ctx: Context, seconds: float) -> float:
     after = process.cpu_times()
     used = (after.user + after.system) - (before.user + before.system)
     return round(used / seconds * 100, 2)
-
-
-def goals(out: dict[str, Any], raw: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The issue's goals: each one's figure, bound, ratio and whether it is met."""
-    if not raw:
-        return []
-    single = raw["single_client"]
-    raw_p50 = single["latency"]["p50_ms"]  # the cross-process goal's reference
-    # One client's goals against the raw slices beside them (paired_rounds), if measured.
-    paired = out.get("paired", {}).get("raw", single)
-    own_p50, own_p99 = paired["latency"]["p50_ms"], paired["latency"]["p99_ms"]
-    scales = {
-        1: paired["writes_per_s"] / DBOS_RAW_WRITES_PER_S,
-        8: single["writes_per_s"] / DBOS_RAW_WRITES_PER_S,
-    }
-    c1 = out["clients"]["1"]
-    poll_ms = 1000 * _max_poll_interval() / 2  # the mean wait for the next idle poll
-    rows = [
-        ("step-to-step p50, C=1 <= 1.3x raw p50", c1["step_to_step"]["p50_ms"], 1.3 * own_p50),
-        ("step-to-step p99, C=1 <= 2x raw p99", c1["step_to_step"]["p99_ms"], 2 * own_p99),
-        (
-            "1-step start->result p50, same process <= 3x raw p50",
-            out["one_in_process"]["p50_ms"],
-            3 * own_p50,
-        ),
-        (
-            "1-step start->result p50, other process <= 3x raw p50 + poll/2",
-            out["one_cross_process"]["p50_ms"],
-            3 * raw_p50 + poll_ms,
-        ),
-    ]
-    table = [
-        {
-            "goal": goal,
-            "value": value,
-            "bound": round(bound, 2),
-            "ratio": latency.ratio(value, bound),
-            "met": value is not None and value <= bound,
-        }
-        for goal, value, bound in rows
-    ]
-    for clients, result in out["clients"].items():
-        target = DBOS_STEPS_PER_S[int(clients)] * scales[int(clients)]
-        table.append(
-            {
-                "goal": f"steps/s at C={clients} >= DBOS's, scaled by raw writes ({target:.0f})",
-                "value": result["steps_per_s"],
-                "bound": round(target, 1),
-                "ratio": latency.ratio(result["steps_per_s"], target),
-                "met": result["steps_per_s"] >= target,
-            }
-        )
-    table.append(
-        {
-            "goal": "an idle worker costs the leader < 5% of a core",
-            "value": out["idle_poll"]["leader_core_percent"],
-            "bound": 5.0,
-            "ratio": latency.ratio(out["idle_poll"]["leader_core_percent"], 5.0),
-            "met": out["idle_poll"]["leader_core_percent"] < 5.0,
-        }
-    )
-    embedded = out.get("embedded_32")
-    if embedded is not None:  # a fixed bound: the issue's, not a ratio to rqlite
-        p99 = embedded["step_to_step"]["p99_ms"]
-        table.append(
-            {
-                "goal": "embedded SQLite: step-to-step p99, C=32 <= 25 ms",
-                "value": p99,
-                "bound": 25.0,
-                "ratio": latency.ratio(p99, 25.0),
-                "met": p99 is not None and p99 <= 25.0,
-            }
-        )
-    return table
-
-
-def _max_poll_interval() -> float:
-    from raftflow import WorkerOptions
-
-    return WorkerOptions().max_poll_interval
-
-
-def render(out: dict[str, Any]) -> str:
-    """The latency phase's table, goal by goal."""
-    lines = ["", "latency (C client threads: start() then result(), K=5 steps; worker in-process)"]
-    for clients, result in out["clients"].items():
-        s2s = result["step_to_step"]
-        lines.append(
-            f"  C={clients}: {result['steps_per_s']} steps/s, step-to-step p50 "
-            f"{s2s['p50_ms']} ms, p99 {s2s['p99_ms']} ms"
-        )
-    paired = out.get("paired")
-    if paired is not None:
-        rounds, ref = paired["rounds"], paired["raw"]
-        ratios = [r["c1_ratio"] for r in rounds if r["c1_ratio"] is not None]
-        lines.append(
-            f"  C=1 and the 1-step workflow in-process ran in {len(rounds)} rounds, each beside "
-            f"{paired['slice_s']:g} s of raw single-client writes: {ref['writes_per_s']} writes/s, "
-            f"p50 {ref['latency']['p50_ms']} ms, p99 {ref['latency']['p99_ms']} ms pooled "
-            "(their goals' reference)"
-        )
-        lines.append(
-            "    per round: raw writes/s "
-            + " ".join(f"{r['raw_writes_per_s']:.0f}" for r in rounds)
-            + "; C=1 steps/s "
-            + " ".join(f"{r['c1_steps_per_s']:.0f}" for r in rounds)
-            + "; C=1 ratio to its goal "
-            + " ".join(f"{x:.3f}" for x in ratios)
-            + (f" (median {statistics.median(ratios):.3f})" if ratios else "")
-        )
-    for key, label in (("one_in_process", "same process"), ("one_cross_process", "other process")):
-        one = out[key]
-        lines.append(
-            f"  1-step start -> result, worker in the {label}: p50 {one['p50_ms']} ms, "
-            f"p99 {one['p99_ms']} ms"
-        )
-    embedded = out.get("embedded_32")
-    if embedded is not None:
-        s2s, quiet = embedded["step_to_step"], embedded.get("cluster_quiet") or {}
-        lines.append(
-            f"  embedded SQLite, C=32: {embedded['steps_per_s']} steps/s, step-to-step p50 "
-            f"{s2s['p50_ms']} ms, p99 {s2s['p99_ms']} ms (after {quiet.get('waited_s')} s "
-            f"for the cluster to go quiet: {quiet.get('cluster_cpu_percent')}% of a core)"
-        )
-    lines.append(
-        f"  an idle worker adds {out['idle_poll']['leader_core_percent']}% of a core to the "
-        f"leader ({out['idle_poll']['with_idle_worker_percent']}% with it, "
-        f"{out['idle_poll']['cluster_alone_percent']}% for the idle cluster alone)"
-    )
-    if out.get("goals"):
-        lines.append("")
-        width = max(len(g["goal"]) for g in out["goals"])
-        lines.append(f"  {'goal':<{width}}  {'value':>8}  {'bound':>8}  {'ratio':>6}  met")
-        for goal in out["goals"]:
-            lines.append(
-                f"  {goal['goal']:<{width}}  {goal['value']!s:>8}  {goal['bound']!s:>8}  "
-                f"{goal['ratio']!s:>6}  {'yes' if goal['met'] else 'NO'}"
-            )
-    return "\n".join(lines)

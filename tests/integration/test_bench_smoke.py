@@ -111,19 +111,25 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
         reported(data, "latency", "clients", clients, "step_to_step", "p50_ms")
     reported(data, "latency", "one_in_process", "p50_ms")
     reported(data, "latency", "one_cross_process", "p50_ms")
-    # One client's goals are judged against raw writes measured in the same rounds.
+    # One client's goals are judged against the floor's writes measured in the same rounds
+    # (the httpx client's beside them), for async and sync workflows.
     paired = data["latency"]["paired"]
     assert len(paired["rounds"]) == 1 and paired["raw"]["writes"] > 0, paired
+    assert paired["floor"]["writes"] > 0, paired
     reported(data, "latency", "paired", "raw", "latency", "p50_ms")
+    reported(data, "latency", "paired", "floor", "latency", "p50_ms")
+    reported(data, "latency", "paired", "c1_sync", "p50_ms")
     for n in range(len(paired["rounds"])):
         reported(paired, "rounds", n, "c1_ratio")
+        reported(paired, "rounds", n, "floor_p50_ms")
     # CPU sampled over half a second (an idle worker's polls can sample 0.0): reported.
     reported(data, "latency", "idle_poll", "with_idle_worker_percent")
     reported(data, "latency", "idle_poll", "leader_core_percent")
     reported(data, "latency", "embedded_32", "steps_per_s")
     reported(data, "latency", "embedded_32", "step_to_step", "p99_ms")
     goals = data["latency"]["goals"]
-    assert len(goals) == 8 and all(g["value"] is not None and "met" in g for g in goals), goals
+    assert len(goals) == 9 and all(g["value"] is not None and "met" in g for g in goals), goals
+    assert sum("floor p50" in g["goal"] for g in goals) == 4, goals
 
     # Transaction steps: the same E x K, each step debiting its execution's account once.
     tx = data["transactions"]
