@@ -26,6 +26,7 @@ import psutil  # type: ignore[import-untyped]
 
 from bench import latency
 from bench.children import ROOT
+from bench.floor import SCHEMA as FLOOR_SCHEMA
 from bench.floor import floor_slice
 from bench.latency_goals import DBOS_RAW_WRITES_PER_S, DBOS_STEPS_PER_S, goals
 from bench.phases import Context, start_workers
@@ -157,6 +158,8 @@ def paired_rounds(
         result = run_raw(ctx, 1, 1, label, duration=slice_s, samples_into=raw_samples)
         raw_writes, raw_seconds = raw_writes + result["writes"], raw_seconds + result["seconds"]
         return result
+
+    ctx.cluster.execute([[FLOOR_SCHEMA]])
 
     def floor(index: int) -> dict[str, Any]:
         nonlocal floor_writes, floor_seconds
