@@ -47,6 +47,15 @@ def assert_each_time_ran_once(
     return sorted(datetime.fromisoformat(at).timestamp() for at in seen)
 
 
+def all_succeeded(engine: Engine, workflow: str) -> bool:
+    """Every execution of ``workflow`` started so far has succeeded (started is not run)."""
+    return all(
+        r.status is Status.SUCCEEDED
+        for r in engine.store.list(limit=10_000)
+        if r.workflow == workflow
+    )
+
+
 def assert_every_second(times: list[float]) -> None:
     gaps = [b - a for a, b in itertools.pairwise(times)]
     missed = [(a, b) for a, b in itertools.pairwise(times) if b - a != 1.0]
@@ -88,14 +97,7 @@ def test_each_fire_time_runs_once_through_worker_kills_a_leader_kill_and_downtim
         time.sleep(4.0)
         with workers(APP, cluster.urls, 2, tmp_path / "b", concurrency=4, visibility=5):
             wait_until(lambda: fire_times(engine, "tick")[-1] >= stopped + 7, timeout=30)
-            wait_until(
-                lambda: all(
-                    r.status is Status.SUCCEEDED
-                    for r in engine.store.list(limit=10_000)
-                    if r.workflow == "tick"
-                ),
-                timeout=30,
-            )
+            wait_until(lambda: all_succeeded(engine, "tick"), timeout=30)
         # As the workflow saw them: each time ran once, in its own execution.
         assert len(assert_each_time_ran_once(engine, "tick", fires_seen(fires))) >= 15
         times = fire_times(engine, "tick")
@@ -134,14 +136,7 @@ def test_missed_times_beyond_catch_up_are_skipped_and_the_cli_lists_schedules(
                 lambda: len(fire_times(engine, "catching_up")) >= len(before) + 4, timeout=20
             )
             # Started is not run: the worker stays until every fire it started has finished.
-            wait_until(
-                lambda: all(
-                    r.status is Status.SUCCEEDED
-                    for r in engine.store.list(limit=10_000)
-                    if r.workflow == "catching_up"
-                ),
-                timeout=30,
-            )
+            wait_until(lambda: all_succeeded(engine, "catching_up"), timeout=30)
         times = fire_times(engine, "catching_up")
         assert len(assert_each_time_ran_once(engine, "catching_up", seen)) >= len(before) + 4
         gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a != 1.0]
