@@ -258,6 +258,13 @@ async def deposit(tx: AsyncTransaction, amount: int) -> int:
     info = current_step()
     before = await tx.scalar(select(accounts.c.balance).where(accounts.c.id == info.execution_id))
     run_id = await CURRENT[-1].runs.run()
+    write_deposit(tx, info, amount, run_id, before)
+    return run_id
+
+
+def write_deposit(tx: Any, info: Any, amount: int, run_id: int, before: Any) -> None:
+    """A deposit's writes (its ledger row, the balance, guarded) and its trace line: the
+    same in the async and the sync banker (tests/sim/workload_sync.py)."""
     tx.execute(
         insert(ledger).values(
             execution_id=info.execution_id, idx=info.index, amount=amount, run=run_id
@@ -270,7 +277,6 @@ async def deposit(tx: AsyncTransaction, amount: int) -> int:
         expect_rows=1,
     )
     CURRENT[-1].note(f"deposit {info.execution_id}#{info.index}: {amount} (read {before})")
-    return run_id
 
 
 @engine.workflow

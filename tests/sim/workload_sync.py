@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from raftflow.engine.workflow.transaction import Transaction
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select
 
 from raftflow import Retry, current_step
 from tests.sim.workload import (
@@ -23,7 +23,7 @@ from tests.sim.workload import (
     Nap,
     accounts,
     engine,
-    ledger,
+    write_deposit,
 )
 
 #: Each sync kind, and the async kind whose input and checks it shares.
@@ -119,18 +119,7 @@ def sdeposit(tx: Transaction, amount: int) -> int:
     info = current_step()
     before = tx.scalar(select(accounts.c.balance).where(accounts.c.id == info.execution_id))
     run_id = _run()
-    tx.execute(
-        insert(ledger).values(
-            execution_id=info.execution_id, idx=info.index, amount=amount, run=run_id
-        )
-    )
-    tx.execute(
-        update(accounts)
-        .where(accounts.c.id == info.execution_id)
-        .values(balance=accounts.c.balance + amount),
-        expect_rows=1,
-    )
-    CURRENT[-1].note(f"deposit {info.execution_id}#{info.index}: {amount} (read {before})")
+    write_deposit(tx, info, amount, run_id, before)
     return run_id
 
 
