@@ -16,6 +16,7 @@ from raftflow.stores.records import ChildState, Claimed, ErrorInfo, Signal, Stat
 from raftflow.stores.rows import execution_from_row, step_from_row
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.flow import Flow, Request, Response, Statement
+from raftflow.transports.lanes import Lanes
 from raftflow.transports.payload import from_json
 from raftflow.transports.queue import QueueFlows
 
@@ -30,6 +31,7 @@ def claim_runs(
     limit: int,
     min_priority: int,
     cached: dict[str, tuple[str | None, int]] | None = None,
+    lanes: Lanes = None,
 ) -> Flow[list[Claimed]]:
     """The queue's claim of up to ``limit`` events with these reads in its transaction, on
     the database the queue and the store share (one request, one Raft entry); the leases
@@ -40,7 +42,7 @@ def claim_runs(
         return claim_context(token, now, cached or {})
 
     claim = yield from queue.claim(
-        worker_id, visibility, limit, min_priority, context=context, track=False
+        worker_id, visibility, limit, min_priority, lanes=lanes, context=context, track=False
     )
     try:
         return claimed(claim.leases, claim.response)

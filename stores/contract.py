@@ -26,6 +26,7 @@ from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.flows import StoreFlows
 from raftflow.stores.records import Claimed, ExecutionRecord, StartOutcome, Status, StepRecord
 from raftflow.transports.db.flow import Flow
+from raftflow.transports.lanes import Lanes
 
 T = TypeVar("T")
 
@@ -81,6 +82,7 @@ class AsyncStore(Protocol):
         limit: int = 1,
         min_priority: int = 0,
         cached: dict[str, tuple[str | None, int]] | None = None,
+        lanes: Lanes = None,
     ) -> list[Claimed]:
         """Lease events of ``transport`` and read what their runs need, in one request."""
         ...

@@ -34,6 +34,7 @@ from raftflow.stores.rows import (
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, Request
+from raftflow.transports.lanes import check_lane
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
@@ -73,15 +74,19 @@ class StoreFlows:
         trace_context: str | None = None,
         limit: tuple[str, int] | None = None,
         debounce: float | None = None,
+        lane: str | None = None,
     ) -> Flow[StartOutcome]:
         """Create the execution and its first event (one request: two plain inserts, or
         the start view and a read for a limited or debounced start), or find it there.
 
         ``limit`` (key, slots): the execution waits, gated, for a slot of its key
         (migration 9). ``debounce``: its first event is parked that long, and a start of
-        the same id while it still is folds into it (the new input, a new deadline)."""
+        the same id while it still is folds into it (the new input, a new deadline).
+        ``lane``: the lane of its events (transports/lanes.py; None: ``""``, any worker's)."""
         check_id(execution_id, what="execution_id")
         check_id(workflow, what="workflow name")
+        if lane is not None:
+            check_lane(lane)
         check_priority(priority)
         input_text = to_json(input, what="workflow input", limit=self.max_payload_bytes)
         event_text = to_json(event, what="event", limit=self.max_payload_bytes)
@@ -102,6 +107,7 @@ class StoreFlows:
             limit_key=None if limit is None else check_id(limit[0], what="concurrency key"),
             limit_max=None if limit is None else int(limit[1]),
             debounce_until=None if debounce is None else now + debounce,
+            lane=lane,
         )
         if limit is None and debounce is None:
             return (yield from self._start_direct(params, trace_context))

@@ -46,6 +46,7 @@ def start_params(
     limit_key: str | None = None,
     limit_max: int | None = None,
     debounce_until: float | None = None,
+    lane: str | None = None,
 ) -> dict[str, Any]:
     """The parameters of the ``start`` statement (JSON already serialized): the one place
     that knows them, for the store and for tools that write starts in bulk (bench/)."""
@@ -64,6 +65,7 @@ def start_params(
         "limit_key": limit_key,
         "limit_max": limit_max,
         "debounce_until": debounce_until,
+        "lane": lane,
     }
 
 

@@ -6,9 +6,10 @@
 
 -- name: ensure
 -- A worker that registers a schedule makes sure its message exists, parked until its next
--- time. Raft orders two workers' inserts: the second finds the first one's message.
-INSERT INTO messages (group_id, event, priority, published_at, locked_by, lock_expiry)
-SELECT :group_id, :event, 0, :now, '__parked__', :at
+-- time, in its workflow's lane. Raft orders two workers' inserts: the second finds the
+-- first one's message.
+INSERT INTO messages (group_id, event, priority, published_at, locked_by, lock_expiry, lane)
+SELECT :group_id, :event, 0, :now, '__parked__', :at, :lane
 WHERE NOT EXISTS (SELECT 1 FROM messages WHERE group_id = :group_id);
 
 -- name: present
@@ -23,6 +24,11 @@ WHERE group_id = :group_id AND locked_by = '__parked__'
   AND (json_extract(event, '$.cron') IS NOT :cron
        OR json_extract(event, '$.timezone') IS NOT :timezone
        OR json_extract(event, '$.catch_up') IS NOT :catch_up);
+
+-- name: relane
+-- The deployed code moved the workflow to another queue: its schedule's group follows (its
+-- message is never deleted, so no new first message would set the lane).
+UPDATE groups SET lane = :lane WHERE group_id = :group_id AND lane <> :lane;
 
 -- name: fire
 -- Start the due times' executions and park the schedule until :next_at, fenced by the

@@ -25,6 +25,7 @@ from raftflow.stores.flows import StoreFlows
 from raftflow.stores.records import Claimed, ExecutionRecord, StartOutcome, Status, StepRecord
 from raftflow.transports.db.component import AsyncComponent, Component, SyncComponent
 from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
+from raftflow.transports.lanes import Lanes
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
 from typing_extensions import Unpack
@@ -152,11 +153,12 @@ class SqlStore(_Store[Database], SyncComponent):
         limit: int = 1,
         min_priority: int = 0,
         cached: dict[str, tuple[str | None, int]] | None = None,
+        lanes: Lanes = None,
     ) -> builtins.list[Claimed]:
         """Lease up to ``limit`` events of ``transport`` for runs settled by this store's
         commits, with what the runs need (a worker's claim: :meth:`AsyncSqlStore.claim`)."""
         flow = claim_reads.claim_runs(
-            transport.flows, worker_id, visibility, limit, min_priority, cached
+            transport.flows, worker_id, visibility, limit, min_priority, cached, lanes
         )
         return self.run(flow)
 
@@ -246,12 +248,14 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         limit: int = 1,
         min_priority: int = 0,
         cached: dict[str, tuple[str | None, int]] | None = None,
+        lanes: Lanes = None,
     ) -> builtins.list[Claimed]:
-        """Lease up to ``limit`` events of ``transport`` (whose database this store shares)
-        and read, in the same request, what their runs need -- except the history of the
-        runs the worker keeps (``cached``: their fingerprints) and finds unchanged."""
+        """Lease up to ``limit`` events of ``transport`` (whose database this store shares),
+        of the ``lanes`` the worker serves (None: any), and read, in the same request, what
+        their runs need -- except the history of the runs the worker keeps (``cached``:
+        their fingerprints) and finds unchanged."""
         flow = claim_reads.claim_runs(
-            transport.flows, worker_id, visibility, limit, min_priority, cached
+            transport.flows, worker_id, visibility, limit, min_priority, cached, lanes
         )
         return await self.run(flow)
 

@@ -22,12 +22,13 @@ attempts, wake_at, history
 
 -- name: start
 -- limit_key, limit_max: the execution waits for a slot of its limit; debounce_until: its
--- first event is parked until then, and a start of the same id meanwhile folds into it.
+-- first event is parked until then, and a start of the same id meanwhile folds into it;
+-- lane: what a worker serves to claim its events (transports/lanes.py).
 INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,
                               parent_id, deadline, lease_token, lease_expiry,
-                              limit_key, limit_max, debounce_until)
+                              limit_key, limit_max, debounce_until, lane)
 VALUES (:id, :workflow, :input, :priority, :event, :now, :commit_id, :parent_id, :deadline,
-        :lease_token, :lease_expiry, :limit_key, :limit_max, :debounce_until);
+        :lease_token, :lease_expiry, :limit_key, :limit_max, :debounce_until, :lane);
 
 -- name: set_trace_context
 -- In the start's transaction, when the caller runs in a trace: only an execution this
@@ -54,9 +55,10 @@ FROM executions WHERE id = :id;
 -- compiled on every node for every start (rqlite 8.26 prepares every statement anew), and
 -- a read makes the request a mixed one. The rows: tests/integration/test_starts.py.
 INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
-                        commit_id, parent_id, deadline, trace_context)
+                        commit_id, parent_id, deadline, trace_context, lane)
 SELECT :id, :workflow, CASE WHEN :lease_token IS NULL THEN 'pending' ELSE 'running' END,
-       :input, :priority, :now, :now, :commit_id, :parent_id, :deadline, :trace_context
+       :input, :priority, :now, :now, :commit_id, :parent_id, :deadline, :trace_context,
+       :lane
 WHERE NOT EXISTS (SELECT 1 FROM executions WHERE id = :id);
 
 -- name: start_direct_event

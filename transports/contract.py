@@ -2,9 +2,11 @@
 
 A *group* (the engine uses one per execution) has at most one leased message at a time,
 across all workers; messages of a group are delivered in publish order; groups are
-served round-robin. A :class:`Lease` is settled exactly once, by ``ack`` (done, deleted)
-or ``nack`` (retry now, or park for ``delay`` seconds). A lease not settled before its
-deadline lapses and the message is delivered again (at-least-once delivery).
+served round-robin, among the groups of the *lanes* a claim names (all when it names
+none; a group's lane, like its priority, is set by its first message). A :class:`Lease`
+is settled exactly once, by ``ack`` (done, deleted) or ``nack`` (retry now, or park for
+``delay`` seconds). A lease not settled before its deadline lapses and the message is
+delivered again (at-least-once delivery).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from raftflow.transports.lanes import Lanes
 
 #: ``locked_by`` of a parked message: it blocks its group until its deadline.
 PARKED = "__parked__"
@@ -48,22 +52,38 @@ class Transport(Protocol):
     """The queue as the spec draws it (sync): publish, claim, settle, extend."""
 
     def publish(
-        self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
+        self,
+        group_id: str,
+        event: Any,
+        priority: int = 0,
+        *,
+        key: str | None = None,
+        lane: str | None = None,
     ) -> None:
-        """Append ``event`` to ``group_id`` (idempotent by ``key``)."""
+        """Append ``event`` to ``group_id`` (idempotent by ``key``; ``lane`` and
+        ``priority`` are the group's, set by its first message)."""
         ...
 
-    def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
-        """Lease the oldest message of the next group (round-robin), or None."""
+    def claim(
+        self, worker_id: str, visibility: float, min_priority: int = 0, *, lanes: Lanes = None
+    ) -> Lease | None:
+        """Lease the oldest message of the next group (round-robin) of ``lanes`` (None:
+        any), or None."""
         ...
 
     def claim_many(
-        self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        *,
+        lanes: Lanes = None,
     ) -> list[Lease]:
         """Lease the heads of up to ``limit`` groups in one statement."""
         ...
 
-    def claimable(self, min_priority: int = 0) -> bool:
+    def claimable(self, min_priority: int = 0, *, lanes: Lanes = None) -> bool:
         """Whether a claim would find a message now (a read)."""
         ...
 
@@ -94,18 +114,30 @@ class AsyncTransport(Protocol):
         ...
 
     async def publish(
-        self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
+        self,
+        group_id: str,
+        event: Any,
+        priority: int = 0,
+        *,
+        key: str | None = None,
+        lane: str | None = None,
     ) -> None: ...
 
     async def claim(
-        self, worker_id: str, visibility: float, min_priority: int = 0
+        self, worker_id: str, visibility: float, min_priority: int = 0, *, lanes: Lanes = None
     ) -> Lease | None: ...
 
     async def claim_many(
-        self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        *,
+        lanes: Lanes = None,
     ) -> list[Lease]: ...
 
-    async def claimable(self, min_priority: int = 0) -> bool: ...
+    async def claimable(self, min_priority: int = 0, *, lanes: Lanes = None) -> bool: ...
 
     async def ack(self, lease: Lease) -> None: ...
 

@@ -57,14 +57,14 @@ def from_json(text: str) -> Any:
     return json.loads(text)
 
 
-def check_id(value: object, *, what: str) -> str:
+def check_id(value: object, *, what: str, limit: int = MAX_ID_LENGTH) -> str:
     """A group or execution id: a non-empty string of valid Unicode without NUL."""
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{what} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidArgumentError(f"{what} must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidArgumentError(f"{what} is longer than {MAX_ID_LENGTH} characters")
+    if len(value) > limit:
+        raise InvalidArgumentError(f"{what} is longer than {limit} characters")
     if "\x00" in value:
         raise InvalidArgumentError(f"{what} must not contain NUL characters")
     try:

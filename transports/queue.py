@@ -39,6 +39,7 @@ from raftflow.transports.contract import PARKED, Lease, QueueStats
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock, earliest
 from raftflow.transports.db.flow import Flow, Request, Response, Statement
+from raftflow.transports.lanes import Lanes, check_lane, lanes_param
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
     check_id,
@@ -54,7 +55,6 @@ QUERIES = load("raftflow.transports", "queue.sql", "queue")
 
 #: Upper bound of leases one claim may take (one request, one statement).
 MAX_CLAIM_BATCH = 256
-
 
 #: Statements a claimer appends to the claim's transaction, given its token and ``now``.
 ClaimContext = Callable[[str, float], tuple[Statement, ...]]
@@ -97,14 +97,28 @@ class QueueFlows:
     # -- publish --------------------------------------------------------------------------
 
     def publish(
-        self, group_id: str, event: Any, priority: int = 0, key: str | None = None
+        self,
+        group_id: str,
+        event: Any,
+        priority: int = 0,
+        key: str | None = None,
+        lane: str | None = None,
     ) -> Flow[None]:
         check_id(group_id, what="group_id")
         check_priority(priority)
+        if lane is not None:
+            check_lane(lane)
         text = to_json(event, what="event", limit=self.max_event_bytes)
         key = uuid.uuid4().hex if key is None else check_id(key, what="key")
         now = yield from self.clock.now()
-        params = {"group_id": group_id, "event": text, "priority": priority, "now": now, "key": key}
+        params = {
+            "group_id": group_id,
+            "event": text,
+            "priority": priority,
+            "now": now,
+            "key": key,
+            "lane": lane,
+        }
         statements = [QUERIES("publish", params)]
         if now - self._keys_forgotten_at > 60:
             self._keys_forgotten_at = now
@@ -121,15 +135,17 @@ class QueueFlows:
         limit: int = 1,
         min_priority: int = 0,
         *,
+        lanes: Lanes = None,
         context: ClaimContext | None = None,
         track: bool = True,
     ) -> Flow[Claim]:
         """Lease the heads of up to ``limit`` groups: one request, one Raft entry.
 
-        ``context`` adds statements to the same transaction (the engine reads what it will
-        replay there, so the state it reads is the state the lease was granted on).
-        ``track`` false leaves the leases out of this object's bookkeeping: the engine
-        settles them through its own commits.
+        ``lanes``: only groups of these lanes (None: of every lane). ``context`` adds
+        statements to the same transaction (the engine reads what it will replay there, so
+        the state it reads is the state the lease was granted on). ``track`` false leaves
+        the leases out of this object's bookkeeping: the engine settles them through its
+        own commits.
         """
         check_id(worker_id, what="worker_id")
         visibility = check_seconds(visibility, what="visibility", allow_zero=False)
@@ -140,11 +156,14 @@ class QueueFlows:
             or not 1 <= limit <= MAX_CLAIM_BATCH
         ):
             raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_CLAIM_BATCH}")
+        served = lanes_param(lanes)
         token = f"{worker_id}:{uuid.uuid4().hex}"
         # Never early: a lease is taken over only once its deadline has surely passed on
         # the reference clock, whatever this worker's estimate of it is off by.
         now = yield from earliest(self.clock)
-        statements = self.claim_statements(token, now, now + visibility, limit, min_priority)
+        statements = self.claim_statements(
+            token, now, now + visibility, limit, min_priority, served
+        )
         extra = context(token, now) if context is not None else ()
         response = yield Request(statements + extra, transaction=True)
         response.raise_for_errors()
@@ -174,12 +193,14 @@ class QueueFlows:
                 self._live.update((lease.seq, token) for lease in leases)
         return Claim(leases, response)
 
-    def claimable(self, min_priority: int = 0) -> Flow[bool]:
+    def claimable(self, min_priority: int = 0, lanes: Lanes = None) -> Flow[bool]:
         """Whether a claim would find anything now: a cheap read, no Raft entry."""
         check_priority(min_priority)
+        served = lanes_param(lanes)
         now = yield from earliest(self.clock)  # as the claim will see it
-        params = {"now": now, "limit": 1, "min_priority": min_priority}
-        response = yield Request((QUERIES("claimable", params),), level="weak")
+        params = {"now": now, "limit": 1, "min_priority": min_priority, "lanes": served}
+        name = "claimable" if served is None else "claimable_served"
+        response = yield Request((QUERIES(name, params),), level="weak")
         row = response.raise_for_errors()[0].first()
         return bool(row and row["ready"])
 
@@ -276,18 +297,25 @@ class QueueFlows:
 
     @staticmethod
     def claim_statements(
-        token: str, now: float, expiry: float, limit: int, min_priority: int
+        token: str,
+        now: float,
+        expiry: float,
+        limit: int,
+        min_priority: int,
+        lanes: str | None = None,
     ) -> tuple[Statement, ...]:
-        """The claim's transaction: lease the heads, note the claim time, read them back."""
+        """The claim's transaction: lease the heads (of the ``lanes``, a
+        :func:`lanes_param`, if given), note the claim time, read them back."""
         params = {
             "token": token,
             "now": now,
             "expiry": expiry,
             "limit": limit,
             "min_priority": min_priority,
+            "lanes": lanes,
         }
         return (
-            QUERIES("claim", params),
+            QUERIES("claim" if lanes is None else "claim_served", params),
             QUERIES("touch_claimed_groups", params),
             QUERIES("claimed", params),
         )

@@ -26,26 +26,45 @@ SELECT group_id, ready_at FROM (
     WHERE priority = 0 AND :min_priority <= 0 AND ready_at <= :now ORDER BY ready_at LIMIT :limit)
 )
 
+-- name: fragment.served_groups
+-- `ready_groups` of the lanes in :lanes (a JSON array) only: one indexed range per lane and
+-- priority, so the cost follows the lanes a worker serves, not what else waits. CROSS JOIN
+-- fixes the join order (the planner would otherwise scan groups for small tables).
+SELECT g.group_id, g.ready_at
+FROM json_each(:lanes) AS l CROSS JOIN json_each('[4, 3, 2, 1, 0]') AS p
+     CROSS JOIN groups AS g
+WHERE p.value >= :min_priority AND g.rowid IN (
+  SELECT rowid FROM groups WHERE lane = l.value AND priority = p.value AND ready_at <= :now
+  ORDER BY ready_at LIMIT :limit)
+
 -- name: publish
 -- Idempotent: a retry of a publish whose first attempt was applied finds its key.
-INSERT INTO messages (group_id, event, priority, published_at, dedup_key)
-SELECT :group_id, :event, :priority, :now, :key
+INSERT INTO messages (group_id, event, priority, published_at, dedup_key, lane)
+SELECT :group_id, :event, :priority, :now, :key, :lane
 WHERE NOT EXISTS (SELECT 1 FROM message_keys WHERE key = :key);
 
 -- name: forget_keys
 DELETE FROM message_keys WHERE published_at < :cutoff;
 
--- name: claim
+-- name: fragment.lease_heads
 -- The race-free lease: Raft (or SQLite's write lock) serializes this single statement, so
--- no two workers can lease the same group. Takes the head of up to :limit groups.
+-- no two workers can lease the same group. Takes the head of up to :limit of the groups
+-- that follow (the statements below name them and close the parentheses).
 UPDATE messages SET locked_by = :token, lock_expiry = :expiry, attempts = attempts + 1
 WHERE seq IN (
   SELECT head FROM (
     SELECT ready.ready_at,
            (SELECT MIN(m.seq) FROM messages AS m WHERE m.group_id = ready.group_id) AS head
-    FROM ({{fragment.ready_groups}}) AS ready)
-  ORDER BY ready_at, head LIMIT :limit
-);
+    FROM
+
+-- name: claim
+{{fragment.lease_heads}} ({{fragment.ready_groups}}) AS ready)
+  ORDER BY ready_at, head LIMIT :limit);
+
+-- name: claim_served
+-- A worker's claim: only the groups of the lanes it serves.
+{{fragment.lease_heads}} ({{fragment.served_groups}}) AS ready)
+  ORDER BY ready_at, head LIMIT :limit);
 
 -- name: touch_claimed_groups
 UPDATE groups SET last_claimed_at = :now
@@ -57,6 +76,9 @@ WHERE locked_by = :token ORDER BY seq;
 
 -- name: claimable
 SELECT COUNT(*) AS ready FROM ({{fragment.ready_groups}});
+
+-- name: claimable_served
+SELECT COUNT(*) AS ready FROM ({{fragment.served_groups}});
 
 -- name: ack
 DELETE FROM messages WHERE seq = :seq AND locked_by = :token;

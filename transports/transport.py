@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from raftflow.transports.contract import Lease, QueueStats
 from raftflow.transports.db.component import AsyncComponent, Component, SyncComponent
 from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
+from raftflow.transports.lanes import Lanes
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.queue import QueueFlows
 from typing_extensions import Unpack
@@ -70,33 +71,50 @@ class SqlTransport(_Queue[Database], SyncComponent):
         return cls._open(url, make, create_schema, options)
 
     def publish(
-        self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
+        self,
+        group_id: str,
+        event: Any,
+        priority: int = 0,
+        *,
+        key: str | None = None,
+        lane: str | None = None,
     ) -> None:
         """Append ``event`` (JSON-serializable) to ``group_id``; 1 round trip.
 
-        ``priority`` (0-4) is the group's, set by its first publish. ``key`` makes the
-        publish idempotent: a second publish with the same key within the dedup window
-        adds nothing (one is generated when omitted, which makes retries safe).
+        ``priority`` (0-4) and ``lane`` are the group's, set by its first publish: a claim
+        that names lanes takes only groups of those (``""`` when none is named). ``key``
+        makes the publish idempotent: a second publish with the same key within the dedup
+        window adds nothing (one is generated when omitted, which makes retries safe).
         """
-        self.run(self.flows.publish(group_id, event, priority, key))
+        self.run(self.flows.publish(group_id, event, priority, key, lane))
 
-    def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
+    def claim(
+        self, worker_id: str, visibility: float, min_priority: int = 0, *, lanes: Lanes = None
+    ) -> Lease | None:
         """Lease the oldest message of the next group in round-robin order; 1 round trip.
 
         Returns None when nothing is claimable. The lease lasts ``visibility`` seconds.
+        ``lanes``: only groups of these lanes (None: any group).
         """
-        leases = self.claim_many(worker_id, visibility, 1, min_priority)
+        leases = self.claim_many(worker_id, visibility, 1, min_priority, lanes=lanes)
         return leases[0] if leases else None
 
     def claim_many(
-        self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        *,
+        lanes: Lanes = None,
     ) -> list[Lease]:
         """Lease the heads of up to ``limit`` groups in one statement; 1 round trip."""
-        return self.run(self.flows.claim(worker_id, visibility, limit, min_priority)).leases
+        claim = self.flows.claim(worker_id, visibility, limit, min_priority, lanes=lanes)
+        return self.run(claim).leases
 
-    def claimable(self, min_priority: int = 0) -> bool:
+    def claimable(self, min_priority: int = 0, *, lanes: Lanes = None) -> bool:
         """Whether a claim would find a message now (a read: no Raft entry)."""
-        return self.run(self.flows.claimable(min_priority))
+        return self.run(self.flows.claimable(min_priority, lanes))
 
     def ack(self, lease: Lease) -> None:
         """Delete the leased message; its group row goes with the last message."""
@@ -142,26 +160,40 @@ class AsyncSqlTransport(_Queue[AsyncDatabase], AsyncComponent):
         return await cls._open(url, make, create_schema, options)
 
     async def publish(
-        self, group_id: str, event: Any, priority: int = 0, *, key: str | None = None
+        self,
+        group_id: str,
+        event: Any,
+        priority: int = 0,
+        *,
+        key: str | None = None,
+        lane: str | None = None,
     ) -> None:
         """Append ``event`` (JSON-serializable) to ``group_id``; 1 round trip."""
-        await self.run(self.flows.publish(group_id, event, priority, key))
+        await self.run(self.flows.publish(group_id, event, priority, key, lane))
 
-    async def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
+    async def claim(
+        self, worker_id: str, visibility: float, min_priority: int = 0, *, lanes: Lanes = None
+    ) -> Lease | None:
         """Lease the oldest message of the next group in round-robin order; 1 round trip."""
-        leases = await self.claim_many(worker_id, visibility, 1, min_priority)
+        leases = await self.claim_many(worker_id, visibility, 1, min_priority, lanes=lanes)
         return leases[0] if leases else None
 
     async def claim_many(
-        self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        *,
+        lanes: Lanes = None,
     ) -> list[Lease]:
         """Lease the heads of up to ``limit`` groups in one statement; 1 round trip."""
-        claim = self.flows.claim(worker_id, visibility, limit, min_priority)
+        claim = self.flows.claim(worker_id, visibility, limit, min_priority, lanes=lanes)
         return (await self.run(claim)).leases
 
-    async def claimable(self, min_priority: int = 0) -> bool:
+    async def claimable(self, min_priority: int = 0, *, lanes: Lanes = None) -> bool:
         """Whether a claim would find a message now (a read: no Raft entry)."""
-        return await self.run(self.flows.claimable(min_priority))
+        return await self.run(self.flows.claimable(min_priority, lanes))
 
     async def ack(self, lease: Lease) -> None:
         """Delete the leased message; its group row goes with the last message."""

@@ -72,6 +72,7 @@ class RunHost:
         transport: AsyncTransport,
         store: AsyncStore,
         local: LocalWorkers,
+        lanes: tuple[str, ...],
         stopping: asyncio.Event,
         running: Callable[[], int],
     ) -> None:
@@ -88,6 +89,7 @@ class RunHost:
         #: The store's flows, which the workflow core builds for its durable calls.
         self.flows: StoreFlows = store.flows
         self.local = local
+        self.lanes = lanes
         self.stopping = stopping
         self.committer = Committer(store, options, stats, hooks, alone=lambda: running() <= 1)
         # Whether another group waited to be claimed, and when that was read (keep_turn).
@@ -175,7 +177,7 @@ class RunHost:
 
     async def _read_waiting_now(self) -> None:
         try:
-            ready = await self.transport.claimable(self.options.min_priority)
+            ready = await self.transport.claimable(self.options.min_priority, lanes=self.lanes)
         except Exception as exc:  # unknown (a claim would fail too: nobody is kept out)
             log.debug("worker %s: reading the claimable groups failed: %s", self.worker_id, exc)
             self._waiting = None

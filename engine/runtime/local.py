@@ -44,8 +44,8 @@ class LocalSlots(Protocol):
         """Its lease length: the first event's lease lasts that long."""
         ...
 
-    def reserve(self, priority: int) -> bool:
-        """Take a free slot for an execution of ``priority`` (thread-safe)."""
+    def reserve(self, priority: int, lane: str) -> bool:
+        """Take a free slot for an execution of ``priority`` in ``lane`` (thread-safe)."""
         ...
 
     def unreserve(self) -> None: ...
@@ -105,12 +105,13 @@ class LocalWorkers:
         with self._lock:
             self._runs.remove(run)
 
-    def reserve(self, priority: int) -> LocalSlots | None:
-        """A local worker that took a slot for an execution of ``priority``, or None."""
+    def reserve(self, priority: int, lane: str) -> LocalSlots | None:
+        """A local worker that took a slot for an execution of ``priority`` in ``lane``
+        (one that serves it), or None."""
         with self._lock:
             runs = list(self._runs)
         for run in runs:
-            if run.reserve(priority):
+            if run.reserve(priority, lane):
                 return run
         return None
 

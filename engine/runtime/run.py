@@ -57,6 +57,7 @@ class Served:
     bridge to the rest of its process -- given to the run, never reached for."""
 
     definitions: Definitions
+    lanes: tuple[str, ...]  # what it claims (engine/workflow/queues.py)
     schedules: dict[str, Schedule]
     retention: timedelta | None
     local: LocalWorkers
@@ -93,6 +94,7 @@ class WorkerRun:
             transport=transport,
             store=store,
             local=served.local,
+            lanes=served.lanes,
             stopping=self.stopping,
             running=lambda: len(self.dispatch.activations),
         )
@@ -137,11 +139,17 @@ class WorkerRun:
     def visibility(self) -> float:
         return self.options.visibility
 
-    def reserve(self, priority: int) -> bool:
-        """Thread-safe: take a free slot for an execution this process is starting."""
+    def reserve(self, priority: int, lane: str) -> bool:
+        """Thread-safe: take a free slot for an execution this process is starting (of a
+        ``lane`` it serves)."""
         with self._reserve_lock:
             free = self.options.concurrency - len(self.tasks) - self._reserved
-            if free <= 0 or self.stopping.is_set() or priority < self.options.min_priority:
+            if (
+                free <= 0
+                or self.stopping.is_set()
+                or priority < self.options.min_priority
+                or lane not in self.served.lanes
+            ):
                 return False
             self._reserved += 1
             return True
@@ -242,7 +250,10 @@ class WorkerRun:
             try:
                 if idle:
                     stats.polls += 1
-                    if not await self.transport.claimable(options.min_priority):
+                    ready = await self.transport.claimable(
+                        options.min_priority, lanes=self.served.lanes
+                    )
+                    if not ready:
                         await self._until(self.stopping, poll)
                         poll = min(poll * 2, options.max_poll_interval)
                         continue
@@ -277,6 +288,7 @@ class WorkerRun:
             free,
             options.min_priority,
             self.runs.fingerprints(),
+            self.served.lanes,
         )
 
     async def _until(self, event: asyncio.Event, timeout: float | None) -> None:

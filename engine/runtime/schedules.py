@@ -111,9 +111,11 @@ class ScheduleFlows:
                 "cron": schedule.cron,
                 "timezone": schedule.timezone,
                 "catch_up": schedule.catch_up,
+                "lane": schedule.lane,
             }
             statements.append(SQL("ensure", params))
             statements.append(SQL("respec", params))
+            statements.append(SQL("relane", params))
         response = yield Request(tuple(statements), transaction=True)
         response.raise_for_errors()
 
@@ -140,6 +142,7 @@ class ScheduleFlows:
                 "event": RUN_TEXT,
                 "deadline": None if definition.timeout is None else now + definition.timeout,
                 "commit_id": uuid.uuid4().hex,
+                "lane": definition.lane,
             }
             for at in due
         ]

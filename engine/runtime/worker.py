@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from raftflow.engine.runtime.hooks import HookChain
 from raftflow.engine.runtime.presence import PresenceState
+from raftflow.engine.workflow.queues import check_queues, served_lanes
 from raftflow.transports.payload import check_id, check_priority
 
 from raftflow.errors import InvalidArgumentError
@@ -39,6 +40,9 @@ class WorkerOptions:
     concurrency: int = 4
     worker_id: str | None = None
     min_priority: int = 0
+    # The named queues it serves (None: every queue of the workflows it registers). It
+    # claims only executions of the workflows it registers, in these queues.
+    queues: tuple[str, ...] | None = None
     visibility: float = 30.0  # lease length; the heartbeat renews it for long steps
     # Steps run without a new claim before the turn is handed back -- when another
     # execution waits to be claimed (read at most every WAITING_TTL s). With nothing
@@ -114,6 +118,7 @@ class WorkerOptions:
                 f"yield_idle_turns must be a bool, not {self.yield_idle_turns!r}"
             )
         check_priority(self.min_priority)
+        object.__setattr__(self, "queues", check_queues(self.queues))
         if self.worker_id is not None:
             check_id(self.worker_id, what="worker_id")
 
@@ -195,9 +200,17 @@ class Worker:
             return
         engine = self.engine
         transport = engine.transport.to_async()
+        lanes = served_lanes(
+            ((w.queue, w.name) for w in engine.registry.workflows.values()), self.options.queues
+        )
         served = Served(
             definitions=Definitions(engine.registry, engine.max_payload_bytes, engine.max_history),
-            schedules=dict(engine.schedules),
+            lanes=lanes,
+            schedules={
+                name: schedule
+                for name, schedule in engine.schedules.items()
+                if schedule.lane in lanes
+            },
             retention=engine.retention,
             local=engine.local,
             presence=self.presence,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import import_module
 from typing import Any, TypeVar, overload
 
 from raftflow.engine.workflow.context import current_activation
 from raftflow.engine.workflow.drivers import adrive, drive
+from raftflow.engine.workflow.queues import DEFAULT_QUEUE
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.workflow.retry import Retry
@@ -45,6 +47,7 @@ class Definitions:
         timeout: float | None = None,
         concurrency: int | None = None,
         concurrency_key: Callable[[Any], str] | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -56,8 +59,13 @@ class Definitions:
         timeout: float | None = None,
         concurrency: int | None = None,
         concurrency_key: Callable[[Any], str] | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Any:
         """Register a workflow: a sync or async function of one input argument.
+
+        ``queue``: the named queue its executions wait in (``"default"``). A worker claims
+        only executions of the workflows it registers, in the queues it serves
+        (``run_worker(queues=[...])``, ``raftflow worker --queue``).
 
         ``timeout`` (seconds): an execution still running that long after its start is
         cancelled (status ``cancelled``, reason "timeout") at its next step boundary, or
@@ -72,7 +80,12 @@ class Definitions:
 
         def register(fn: F) -> F:
             definition = WorkflowDef.of(
-                fn, name, timeout=timeout, concurrency=concurrency, concurrency_key=concurrency_key
+                fn,
+                name,
+                timeout=timeout,
+                concurrency=concurrency,
+                concurrency_key=concurrency_key,
+                queue=queue,
             )
             self.registry.add_workflow(definition)
             fn.__raftflow_workflow__ = definition.name  # type: ignore[attr-defined]
@@ -89,6 +102,7 @@ class Definitions:
         catch_up: int = DEFAULT_CATCH_UP,
         name: str | None = None,
         timeout: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Callable[[F], F]:
         """Start the decorated workflow at each time of ``cron``, cluster-wide, once per
         time: the execution of a time has the id ``"<workflow>@<ISO time>"`` and the time
@@ -99,7 +113,8 @@ class Definitions:
         worker ran, the worker that finds the schedule due starts the latest due time and
         up to ``catch_up`` earlier missed ones; older ones are skipped (and logged). Put it
         above ``@engine.workflow``, or alone (it then registers the workflow, with
-        ``name`` and ``timeout``). Workers make the schedule exist when they start.
+        ``name``, ``timeout`` and ``queue``). Workers that serve the workflow's queue make
+        the schedule exist when they start, and only they fire it.
         """
         schedule_args = (cron, timezone, catch_up)
         Schedule.of("check", *schedule_args)  # a bad spec fails here, at decoration
@@ -107,15 +122,16 @@ class Definitions:
         def register(fn: F) -> F:
             workflow_name = getattr(fn, "__raftflow_workflow__", None)
             if not isinstance(workflow_name, str):
-                fn = self.workflow(name=name, timeout=timeout)(fn)
+                fn = self.workflow(name=name, timeout=timeout, queue=queue)(fn)
                 workflow_name = fn.__raftflow_workflow__  # type: ignore[attr-defined]
-            elif name is not None or timeout is not None:
+            elif name is not None or timeout is not None or queue != DEFAULT_QUEUE:
                 raise ConfigurationError(
-                    "name and timeout belong to @engine.workflow when it is applied too"
+                    "name, timeout and queue belong to @engine.workflow when it is applied too"
                 )
+            definition = self.registry.workflows[workflow_name]
             schedule = Schedule.of(workflow_name, *schedule_args)
-            check_input(schedule, self.registry.workflows[workflow_name])
-            self.schedules[workflow_name] = schedule
+            check_input(schedule, definition)
+            self.schedules[workflow_name] = replace(schedule, lane=definition.lane)
             return fn
 
         return register

@@ -114,6 +114,7 @@ def start_child(
             parent_id=run.execution_id,
             timeout=definition.timeout,
             limit=limit,
+            lane=definition.lane,
         )
         outcome: Outcome = yield Io(flow)
         if isinstance(outcome.value, StartOutcome):

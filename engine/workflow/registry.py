@@ -17,6 +17,7 @@ from typing import Any
 import pydantic
 from pydantic_core import PydanticSerializationError
 from raftflow.engine.workflow.keys import user_key
+from raftflow.engine.workflow.queues import DEFAULT_QUEUE, check_queue, lane
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.retry import Retry
 from raftflow.transports.payload import check_id, check_seconds
@@ -118,6 +119,12 @@ class WorkflowDef:
     #: At most this many executions (per concurrency key) admitted at once, cluster-wide.
     concurrency: int | None = None
     concurrency_key: Callable[[Any], str] | None = None
+    queue: str = DEFAULT_QUEUE  # its executions' queue: workers serving it claim them
+
+    @property
+    def lane(self) -> str:
+        """The lane of its executions' events (engine/workflow/queues.py)."""
+        return lane(self.queue, self.name)
 
     @classmethod
     def of(
@@ -128,6 +135,7 @@ class WorkflowDef:
         timeout: float | None = None,
         concurrency: int | None = None,
         concurrency_key: Callable[[Any], str] | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> WorkflowDef:
         params = list(inspect.signature(fn).parameters.values())
         if len(params) > 1 or any(
@@ -150,6 +158,7 @@ class WorkflowDef:
             timeout=_timeout(timeout),
             concurrency=_concurrency(concurrency, concurrency_key),
             concurrency_key=concurrency_key,
+            queue=check_queue(queue),
         )
 
     def limit(self, payload: Any) -> tuple[str, int] | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
+from raftflow.engine.workflow.queues import UNROUTED
 from raftflow.transports.payload import from_json, to_json
 
 from raftflow.errors import ConfigurationError, InvalidArgumentError
@@ -55,6 +56,7 @@ class Schedule:
     cron: str
     timezone: str = "UTC"
     catch_up: int = DEFAULT_CATCH_UP
+    lane: str = UNROUTED  # its workflow's: only workers that serve it fire it
 
     @classmethod
     def of(cls, workflow: str, cron: object, timezone: object, catch_up: object) -> Schedule:

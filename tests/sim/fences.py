@@ -212,7 +212,7 @@ _FENCES: list[Mutation] = [
         frozenset({"double-lease"}),
         "`claim`: only a group whose head is free (or its lease lapsed) is taken",
         QUEUE,
-        ("claim",),
+        ("claim", "claim_served"),
         r"\s+AND\s+ready_at\s*<=\s*:now",
         "",
     ),

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from raftflow.engine.workflow.events import RUN
 
 from raftflow import (
     Engine,
@@ -391,7 +393,7 @@ def test_priority_floor_serves_only_urgent_executions(engine: Engine) -> None:
         assert low.result(timeout=10) == "low"
 
 
-def test_event_of_an_unknown_workflow_is_parked_not_crashed_on(
+def test_a_worker_never_claims_an_execution_of_a_workflow_it_does_not_register(
     tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
@@ -402,18 +404,50 @@ def test_event_of_an_unknown_workflow_is_parked_not_crashed_on(
         def only_here(x: int) -> int:
             return x + 1
 
-        handle = producer.start(only_here, 1)
-        with consumer.running_worker(park_unknown=0.3) as worker:
-            wait = 0
-            while worker.stats.claimed == 0 and wait < 100:
-                import time
+        @consumer.workflow
+        def only_there(x: int) -> int:
+            return x - 1
 
+        handle = producer.start(only_here, 1)
+        with consumer.running_worker() as worker:
+            theirs = consumer.start(only_there, 1)
+            assert theirs.result(timeout=10) == 0
+            while worker.stats.polls < 5:  # it has looked again and again
                 time.sleep(0.02)
-                wait += 1
+        assert worker.stats.claimed == 0  # it ran its own (started here, adopted), no other
+        assert worker.stats.adopted == 1
+        assert "not registered here" not in caplog.text
+        assert handle.status() is Status.PENDING  # never leased: no attempt, no park
+        assert consumer.transport.stats().parked == 0
+        with producer.running_worker():
+            assert handle.result(timeout=10) == 2
+    finally:
+        producer.close()
+        consumer.close()
+
+
+def test_an_unrouted_event_of_an_unknown_workflow_is_parked_not_crashed_on(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An execution started without a lane (by a worker of the release before lanes) is
+    in the lane every worker serves: one that cannot run it parks it, as before."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    producer, consumer = Engine.from_url(url), Engine.from_url(url)
+    try:
+
+        @producer.workflow
+        def only_here(x: int) -> int:
+            return x + 1
+
+        store = producer.store
+        store.run(store.flows.start("old", "only_here", 1, 0, RUN))
+        handle = producer.get("old")
+        with consumer.running_worker(park_unknown=0.3) as worker:
+            while worker.stats.claimed == 0:
+                time.sleep(0.02)
         assert "not registered here" in caplog.text
         assert handle.status() is Status.RUNNING  # claimed, parked, not failed
-        stats = consumer.transport.stats()
-        assert stats.messages == 1
+        assert consumer.transport.stats().messages == 1
         with producer.running_worker():  # a worker that knows it runs it after the park
             assert handle.result(timeout=10) == 2
     finally:

@@ -31,9 +31,11 @@ TABLES = (
 HOT_PATH = [
     (QUEUE, "publish"),
     (QUEUE, "claim"),
+    (QUEUE, "claim_served"),
     (QUEUE, "touch_claimed_groups"),
     (QUEUE, "claimed"),
     (QUEUE, "claimable"),
+    (QUEUE, "claimable_served"),
     (QUEUE, "ack"),
     (QUEUE, "nack"),
     (QUEUE, "extend"),
@@ -97,6 +99,7 @@ HOT_PATH = [
     # Cron schedules (stores/schedules.sql) and retention (stores/retention.sql).
     (SCHEDULES, "ensure"),
     (SCHEDULES, "respec"),
+    (SCHEDULES, "relane"),
     (SCHEDULES, "fire"),
     (SCHEDULES, "fired"),
     (SCHEDULES, "list"),
@@ -157,6 +160,8 @@ PARAMS = {
     "batch": 100,
     "groups": "[]",
     "per": 1.0,
+    "lane": "default/w",
+    "lanes": '["", "default/w", "billing/x"]',
     **dict.fromkeys(
         [
             "parent_id",
@@ -209,6 +214,21 @@ def test_claim_walks_the_ready_index_per_priority(db: sqlite3.Connection) -> Non
     plan = "\n".join(row[3] for row in db.execute(QUEUE.explain("claim").sql, PARAMS))
     assert plan.count("USING INDEX groups_ready (priority=? AND ready_at<?)") == 5
     assert "USING COVERING INDEX messages_by_group (group_id=?)" in plan
+
+
+def test_a_served_claim_walks_the_lane_index_per_lane_and_priority(
+    db: sqlite3.Connection,
+) -> None:
+    """Its cost follows the lanes it serves, whatever else waits: each lane's and
+    priority's ready groups from the index, the lanes first (the join order is fixed)."""
+    for name in ("claim_served", "claimable_served"):
+        plan = [row[3] for row in db.execute(QUEUE.explain(name).sql, PARAMS)]
+        text = "\n".join(plan)
+        assert "groups_served (lane=? AND priority=? AND ready_at<?)" in text, plan
+        assert "groups_ready" not in text, plan
+        lanes = next(i for i, step in enumerate(plan) if step.startswith("SCAN l VIRTUAL"))
+        groups = next(i for i, step in enumerate(plan) if step.startswith("SEARCH g "))
+        assert lanes < groups, plan
 
 
 def test_operator_lists_walk_their_index(db: sqlite3.Connection) -> None:

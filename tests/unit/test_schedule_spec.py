@@ -46,8 +46,14 @@ def test_the_workflow_must_take_the_scheduled_time() -> None:
     @engine.scheduled("*/5 * * * *", timezone="Europe/Paris", catch_up=0)
     def report(at: datetime) -> None: ...
 
-    assert engine.schedules["report"] == Schedule("report", "*/5 * * * *", "Europe/Paris", 0)
+    expected = Schedule("report", "*/5 * * * *", "Europe/Paris", 0, lane="default/report")
+    assert engine.schedules["report"] == expected
     assert "report" in engine.registry.workflows  # registered as a workflow too
+
+    @engine.scheduled("0 * * * *", queue="billing")
+    def invoice(at: datetime) -> None: ...
+
+    assert engine.schedules["invoice"].lane == "billing/invoice"  # fired in its queue
 
 
 def test_due_times_the_latest_and_up_to_catch_up_missed_ones() -> None:

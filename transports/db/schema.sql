@@ -1,4 +1,4 @@
--- raftflow's schema at version 11: what a database migrated from zero holds.
+-- raftflow's schema at version 12: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -25,7 +25,7 @@ CREATE TABLE executions (
   completed_at REAL,
   steps_done   INTEGER NOT NULL DEFAULT 0,
   commit_id    TEXT                                 -- last commit applied: retries check it
-, parent_id TEXT, cancel_reason TEXT, deadline REAL, trace_context TEXT, run INTEGER NOT NULL DEFAULT 1, limit_key TEXT, limit_max INTEGER, admitted INTEGER NOT NULL DEFAULT 1);
+, parent_id TEXT, cancel_reason TEXT, deadline REAL, trace_context TEXT, run INTEGER NOT NULL DEFAULT 1, limit_key TEXT, limit_max INTEGER, admitted INTEGER NOT NULL DEFAULT 1, lane TEXT);
 
 -- table: groups
 CREATE TABLE groups (
@@ -33,7 +33,7 @@ CREATE TABLE groups (
   last_claimed_at REAL NOT NULL DEFAULT 0.0,       -- last claim (0 = never claimed)
   priority        INTEGER NOT NULL DEFAULT 0,      -- set on first publish; 0-4
   ready_at        REAL NOT NULL DEFAULT 0.0        -- claimable once ready_at <= now
-);
+, lane TEXT NOT NULL DEFAULT '');
 
 -- table: message_keys
 CREATE TABLE message_keys (
@@ -52,7 +52,7 @@ CREATE TABLE messages (
   published_at REAL NOT NULL DEFAULT 0,
   attempts     INTEGER NOT NULL DEFAULT 0,         -- how many times it was claimed
   dedup_key    TEXT                                -- idempotency key of the publish
-);
+, lane TEXT);
 
 -- table: raftflow_schema
 CREATE TABLE raftflow_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL, applied_by TEXT NOT NULL);
@@ -114,7 +114,7 @@ CREATE TABLE workers (
   seen_at      REAL NOT NULL,                        -- its last beat (cluster clock)
   steps        INTEGER NOT NULL DEFAULT 0,           -- steps committed since it started
   running      INTEGER NOT NULL DEFAULT 0            -- executions in its hands at the beat
-) WITHOUT ROWID;
+, lanes TEXT) WITHOUT ROWID;
 
 -- index: executions_by_created
 CREATE INDEX executions_by_created ON executions (created_at);
@@ -137,6 +137,9 @@ CREATE INDEX executions_finished ON executions (completed_at) WHERE completed_at
 
 -- index: groups_ready
 CREATE INDEX groups_ready ON groups (priority, ready_at);
+
+-- index: groups_served
+CREATE INDEX groups_served ON groups (lane, priority, ready_at);
 
 -- index: message_keys_age
 CREATE INDEX message_keys_age ON message_keys (published_at);
@@ -195,7 +198,7 @@ CREATE VIEW execution_starts AS SELECT
   NULL AS id, NULL AS workflow, NULL AS input, NULL AS priority, NULL AS event,
   NULL AS now, NULL AS commit_id, NULL AS parent_id, NULL AS deadline,
   NULL AS lease_token, NULL AS lease_expiry,
-  NULL AS limit_key, NULL AS limit_max, NULL AS debounce_until;
+  NULL AS limit_key, NULL AS limit_max, NULL AS debounce_until, NULL AS lane;
 
 -- view: limit_gates
 CREATE VIEW limit_gates AS SELECT NULL AS id;
@@ -334,9 +337,9 @@ BEGIN
   SELECT RAISE(ABORT, 'raftflow: no such execution') WHERE NOT EXISTS (
     SELECT 1 FROM executions WHERE id = NEW.source);
   INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
-                          commit_id, deadline, limit_key, limit_max, admitted)
+                          commit_id, deadline, limit_key, limit_max, admitted, lane)
     SELECT NEW.id, workflow, 'pending', input, priority, NEW.now, NEW.now, NEW.commit_id,
-           NULL, limit_key, limit_max, limit_key IS NULL
+           NULL, limit_key, limit_max, limit_key IS NULL, lane
     FROM executions WHERE id = NEW.source;
   INSERT INTO steps (execution_id, idx, name, status, output, error, started_at, ended_at,
                      worker_id, kind, attempts, wake_at, history)
@@ -401,12 +404,13 @@ CREATE TRIGGER execution_start INSTEAD OF INSERT ON execution_starts BEGIN
       AND EXISTS (SELECT 1 FROM messages WHERE group_id = NEW.id AND locked_by = '__parked__');
   SELECT RAISE(IGNORE) WHERE EXISTS (SELECT 1 FROM executions WHERE id = NEW.id);
   INSERT INTO executions (id, workflow, status, input, priority, created_at, updated_at,
-                          commit_id, parent_id, deadline, limit_key, limit_max, admitted)
+                          commit_id, parent_id, deadline, limit_key, limit_max, admitted,
+                          lane)
     VALUES (NEW.id, NEW.workflow,
             CASE WHEN NEW.lease_token IS NULL THEN 'pending' ELSE 'running' END,
             NEW.input, NEW.priority, NEW.now, NEW.now,
             NEW.commit_id, NEW.parent_id, NEW.deadline,
-            NEW.limit_key, NEW.limit_max, NEW.limit_key IS NULL);
+            NEW.limit_key, NEW.limit_max, NEW.limit_key IS NULL, NEW.lane);
   INSERT INTO messages (group_id, event, priority, published_at, locked_by, lock_expiry,
                         attempts)
     VALUES (NEW.id, NEW.event, NEW.priority, NEW.now,
@@ -451,7 +455,9 @@ END;
 
 -- trigger: messages_after_insert
 CREATE TRIGGER messages_after_insert AFTER INSERT ON messages BEGIN
-  INSERT OR IGNORE INTO groups (group_id, priority) VALUES (NEW.group_id, NEW.priority);
+  INSERT OR IGNORE INTO groups (group_id, priority, lane)
+    VALUES (NEW.group_id, NEW.priority,
+            COALESCE(NEW.lane, (SELECT lane FROM executions WHERE id = NEW.group_id), ''));
   INSERT OR IGNORE INTO message_keys (key, published_at)
     SELECT NEW.dedup_key, NEW.published_at WHERE NEW.dedup_key IS NOT NULL;
   UPDATE groups SET ready_at = NEW.lock_expiry
@@ -476,11 +482,11 @@ CREATE TRIGGER schedule_fire INSTEAD OF INSERT ON schedule_fires BEGIN
   SELECT RAISE(IGNORE) WHERE NOT EXISTS (
     SELECT 1 FROM messages WHERE seq = NEW.seq AND locked_by = NEW.token);
   INSERT INTO execution_starts (id, workflow, input, priority, event, now, commit_id,
-                                parent_id, deadline, lease_token, lease_expiry)
+                                parent_id, deadline, lease_token, lease_expiry, lane)
     SELECT json_extract(s.value, '$.id'), json_extract(s.value, '$.workflow'),
            json_extract(s.value, '$.input'), 0, json_extract(s.value, '$.event'), NEW.now,
            json_extract(s.value, '$.commit_id'), NULL, json_extract(s.value, '$.deadline'),
-           NULL, NULL
+           NULL, NULL, json_extract(s.value, '$.lane')
     FROM json_each(NEW.starts) AS s;
   UPDATE messages SET event = NEW.next_event, locked_by = '__parked__',
                       lock_expiry = NEW.next_at
