@@ -77,9 +77,9 @@ FROM workers WHERE seen_at >= :since ORDER BY seen_at;
 -- name: beat
 -- A worker's presence (the first beat inserts its row).
 INSERT INTO workers (worker_id, host, pid, version, concurrency, min_priority, state,
-                     started_at, seen_at, steps, running)
+                     started_at, seen_at, steps, running, lanes)
 VALUES (:worker_id, :host, :pid, :version, :concurrency, :min_priority, :state,
-        :started_at, :now, :steps, :running)
+        :started_at, :now, :steps, :running, :lanes)
 ON CONFLICT (worker_id) DO UPDATE SET state = excluded.state, seen_at = excluded.seen_at,
                                       steps = excluded.steps, running = excluded.running;
 

@@ -30,6 +30,11 @@ class WorkerView(Protocol):
     @property
     def hooks(self) -> HookChain: ...
 
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The lanes it claims (engine/workflow/queues.py)."""
+        ...
+
     def running(self) -> int:
         """How many executions it runs now."""
         ...

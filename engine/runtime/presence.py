@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from raftflow.engine.runtime.retention import RETENTION_DUTY
 from raftflow.stores.inspect import OPS, InspectFlows, QueueSnapshot
 from raftflow.transports.db.flow import Flow, Request
+from raftflow.transports.payload import to_json
 
 if TYPE_CHECKING:
     from raftflow.engine.runtime.duties import WorkerView
@@ -121,6 +122,7 @@ class Presence:
                     "now": now,
                     "steps": worker.stats.steps,
                     "running": worker.running(),
+                    "lanes": to_json(list(worker.lanes), what="lanes"),
                 },
             ),
             OPS("forget_workers", {"cutoff": now - FORGET_AFTER}),

@@ -122,6 +122,10 @@ class WorkerRun:
     def running(self) -> int:
         return len(self.tasks)
 
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return self.served.lanes
+
     def draining(self) -> bool:
         return self.stopping.is_set()
 

@@ -23,6 +23,14 @@ from raftflow.engine.runtime.worker import Worker
 @click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--worker-id", help="Default: host:pid:random.")
 @click.option("--min-priority", type=click.IntRange(0, 4), default=0, show_default=True)
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="NAME",
+    help="A named queue to serve (repeat for several). Default: every queue of the app's "
+    "workflows. A worker claims only executions of the workflows its app registers.",
+)
 @click.option("--visibility", type=float, default=30.0, show_default=True, help="Lease seconds.")
 @click.option(
     "--metrics-port",
@@ -55,6 +63,7 @@ def worker(
     concurrency: int,
     worker_id: str | None,
     min_priority: int,
+    queues: tuple[str, ...],
     visibility: float,
     metrics_port: int | None,
     metrics_bind: str,
@@ -94,6 +103,7 @@ def worker(
         concurrency=concurrency,
         worker_id=worker_id,
         min_priority=min_priority,
+        queues=queues or None,
         visibility=visibility,
     )
 
