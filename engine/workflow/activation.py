@@ -175,9 +175,10 @@ class Activation(Staging):
         record = self.recorded.get(index)
         divergence = check_call(index, record, kind, name)
         if divergence is not None:
-            self.divergence = divergence
-            self.fatal = NonDeterminismError(f"execution {self.execution_id!r}: {divergence}")
-            raise self.fatal
+            error = NonDeterminismError(f"execution {self.execution_id!r}: {divergence}")
+            if self.divergence is None:  # the first: later ones (a gather's) follow from it
+                self.divergence, self.fatal = divergence, error
+            raise error
         return index, record
 
     def result(self, step: StepDef, record: StepRecord, cause: Exception | None = None) -> Any:

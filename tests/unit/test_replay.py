@@ -116,7 +116,7 @@ def test_changed_code_reports_the_first_divergent_call(
     assert (report.divergence.recorded, report.divergence.called) == (recorded, called)
     code, out = cli(capsys, handle.id, "--app", f"{APP}:{version}", "--url", url)
     assert code == 1
-    assert out.startswith(f"order-2 (order, succeeded): DIVERGES: ")
+    assert out.startswith("order-2 (order, succeeded): DIVERGES: ")
     assert f"call {index}" in out
     for call in (recorded, called):
         assert call is None or str(call) in out  # e.g. "step 'charge'"
