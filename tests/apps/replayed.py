@@ -18,6 +18,8 @@ Every step body appends its name to the file ``order.log``: a replay must append
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel
 
 from raftflow import Engine
@@ -35,33 +37,24 @@ def _ran(order: Order, label: str) -> str:
     return label
 
 
+def _step(engine: Engine, name: str, label: str) -> Callable[[Order], str]:
+    """Step ``name`` of ``engine``, which logs ``label`` when its body runs."""
+
+    def body(order: Order) -> str:
+        return _ran(order, label)
+
+    return engine.step(name=name)(body)
+
+
 def make(version: str) -> Engine:
     """The app at ``version`` (see the module's table)."""
     engine = Engine()
 
-    @engine.step
-    def reserve(order: Order) -> str:
-        return _ran(order, "reserve")
-
-    @engine.step
-    def audit(order: Order) -> str:
-        return _ran(order, "audit")
-
-    @engine.step
-    def charge(order: Order) -> str:
-        return _ran(order, "charge")
-
-    @engine.step
-    def charge_card(order: Order) -> str:
-        return _ran(order, "charge_card")
-
-    @engine.step
-    def ship(order: Order) -> str:
-        return _ran(order, "shipped" if version == "reworded" else "ship")
-
-    @engine.step
-    def notify(order: Order) -> str:
-        return _ran(order, "notify")
+    reserve, audit, charge, charge_card, notify = (
+        _step(engine, name, name)
+        for name in ("reserve", "audit", "charge", "charge_card", "notify")
+    )
+    ship = _step(engine, "ship", "shipped" if version == "reworded" else "ship")
 
     @engine.workflow(name="order")
     def order_flow(order: Order) -> list[str]:

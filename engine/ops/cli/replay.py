@@ -9,7 +9,7 @@ from typing import Any
 import click
 from raftflow.engine.app import Engine
 from raftflow.engine.client.replay import ReplayReport
-from raftflow.engine.ops.cli.apps import load_engine
+from raftflow.engine.ops.cli.apps import app_option, load_engine
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, to_jsonable
@@ -22,14 +22,7 @@ from raftflow.errors import ExecutionNotFoundError, UnknownWorkflowError
 
 @click.command()
 @click.argument("execution_id", metavar="[ID]", required=False)
-@click.option(
-    "--app",
-    envvar="RAFTFLOW_APP",
-    show_envvar=True,
-    required=True,
-    metavar="MODULE:ENGINE",
-    help="The app whose code (the new version) replays the recorded histories.",
-)
+@app_option("The app whose code (the new version) replays the recorded histories.")
 @click.option(
     "--recent",
     type=click.IntRange(1, MAX_LIST_LIMIT),
@@ -54,7 +47,7 @@ def replay(
     its history ends. Run it in CI against a copy of production's database before a deploy.
 
     \b
-    Examples:
+    Example:
       raftflow replay order-7 --app myapp:engine --url sqlite:///prod-copy.db
       raftflow replay --recent 500 --workflow checkout --app myapp:engine
     """
