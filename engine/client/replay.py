@@ -48,7 +48,8 @@ class ReplayReport:
         if self.divergence is not None:
             return f"{head}: DIVERGES: {self.divergence}"
         so_far = " so far" if not self.status.is_final else ""
-        return f"{head}: consistent{so_far}, {self.calls_checked} calls checked"
+        calls = "1 call" if self.calls_checked == 1 else f"{self.calls_checked} calls"
+        return f"{head}: consistent{so_far}, {calls} checked"
 
 
 def replay(
