@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from raftflow import errors
 from raftflow.engine.app import Engine
 from raftflow.engine.client.handle import WorkflowHandle
+from raftflow.engine.client.replay import ReplayReport
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.runtime.worker import Worker, WorkerOptions
 from raftflow.engine.workflow.context import StepInfo, current_step
@@ -55,6 +56,7 @@ __all__ = [
     "NonDeterminismError",
     "RaftflowError",
     "RateLimit",
+    "ReplayReport",
     "ResultTimeoutError",
     "Retry",
     "RqliteStore",

@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from raftflow.engine.client.handle import WorkflowHandle
+from raftflow.engine.client.replay import ReplayReport, replay
 from raftflow.engine.runtime.hooks import HookChain, Hooks
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.schedules import ScheduleFlows, ScheduleInfo
@@ -60,6 +61,7 @@ class ClientCalls:
     #: The workers this engine runs in this process (the start fast path: runtime/local.py).
     local: LocalWorkers
     max_payload_bytes: int
+    max_history: int
 
     @property
     def store(self) -> SqlStore:
@@ -314,6 +316,31 @@ class ClientCalls:
         new_id = new_execution_id or uuid.uuid4().hex
         self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN))
         return WorkflowHandle(self, new_id)  # type: ignore[arg-type]
+
+    # -- check code against histories ----------------------------------------------------
+
+    def replay(self, execution_id: str) -> ReplayReport:
+        """Run the recorded history of ``execution_id`` through this engine's code, with
+        no side effect: each recorded call's result is returned to the workflow, no step
+        body runs, nothing is written (no lease, no commit). The report names the first
+        call where the code no longer makes the recorded call, if any; an execution in
+        flight is replayed up to where its history ends (a sleep, a wait, the next step).
+        :class:`ExecutionNotFoundError` for an unknown id, :class:`UnknownWorkflowError`
+        when its workflow is not registered here. ``raftflow replay`` is its command."""
+        if current_activation() is not None:
+            raise NotInWorkflowError("replay() is for client code, not for workflows")
+        check_id(execution_id, what="execution_id")
+        return replay(
+            self.store,
+            self.registry,
+            execution_id,
+            max_payload_bytes=self.max_payload_bytes,
+            max_history=self.max_history,
+        )
+
+    async def replay_async(self, execution_id: str) -> ReplayReport:
+        """:meth:`replay`, awaited."""
+        return await asyncio.to_thread(self.replay, execution_id)
 
     # -- schedules ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pydantic
 from raftflow.engine.workflow.callorder import CallOrder
 from raftflow.engine.workflow.context import runs_here
+from raftflow.engine.workflow.divergence import Divergence, check_call
 from raftflow.engine.workflow.host import Host
 from raftflow.engine.workflow.registry import StepDef, WorkflowDef
 from raftflow.engine.workflow.staging import Staged, Staging
@@ -91,6 +92,7 @@ class Activation(Staging):
         self.sent: Staged | None = None  # the staged call of the last commit sent
         self.in_step = False
         self.fatal: WorkflowError | None = None  # a NonDeterminismError user code cannot hide
+        self.divergence: Divergence | None = None  # what made it one
         # An async workflow's concurrent calls, one at a time.
         self.calls = CallOrder(Unwind, lambda context: runs_here(context, self))
         #: Set when the run gave up for a reason outside user code: hand the lease back.
@@ -171,12 +173,12 @@ class Activation(Staging):
             )
         self.next_index += 1
         record = self.recorded.get(index)
-        if record is not None and (record.kind, record.name) != (kind, name):
-            self.fatal = NonDeterminismError(
-                f"execution {self.execution_id!r}: call {index} is recorded as "
-                f"{record.kind} {record.name!r} but the workflow now calls {kind} {name!r}"
-            )
-            raise self.fatal
+        divergence = check_call(index, record, kind, name)
+        if divergence is not None:
+            error = NonDeterminismError(f"execution {self.execution_id!r}: {divergence}")
+            if self.divergence is None:  # the first: later ones (a gather's) follow from it
+                self.divergence, self.fatal = divergence, error
+            raise error
         return index, record
 
     def result(self, step: StepDef, record: StepRecord, cause: Exception | None = None) -> Any:

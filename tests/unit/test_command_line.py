@@ -40,6 +40,7 @@ CONNECTING = [
     "cancel",
     "resume",
     "fork",
+    "replay",
     "send",
     "queue",
     "workers",

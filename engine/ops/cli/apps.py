@@ -6,10 +6,27 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import click
 from raftflow.engine.app import Engine
 
 from raftflow.errors import ConfigurationError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def app_option(help: str) -> Callable[[F], F]:
+    """``--app MODULE:ENGINE`` (default ``$RAFTFLOW_APP``), required; ``help`` says what for."""
+    return click.option(
+        "--app",
+        envvar="RAFTFLOW_APP",
+        show_envvar=True,
+        required=True,
+        metavar="MODULE:ENGINE",
+        help=help,
+    )
 
 
 def load_engine(spec: str) -> Engine:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 from raftflow.engine.app import Engine
-from raftflow.engine.ops.cli.apps import load_engine
+from raftflow.engine.ops.cli.apps import app_option, load_engine
 from raftflow.engine.ops.cli.connection import (
     Connection,
     connection_options,
@@ -33,14 +33,9 @@ def _json_arg(text: str, what: str) -> Any:
 @click.command()
 @click.argument("workflow")
 @click.argument("input_json", default="null", metavar="[INPUT_JSON]")
-@click.option(
-    "--app",
-    envvar="RAFTFLOW_APP",
-    show_envvar=True,
-    required=True,
-    metavar="MODULE:ENGINE",
-    help="The app's Engine, whose registry validates the input (and sets the workflow's "
-    "timeout) exactly as engine.start() does.",
+@app_option(
+    "The app's Engine, whose registry validates the input (and sets the workflow's "
+    "timeout) exactly as engine.start() does."
 )
 @click.option(
     "--id", "execution_id", help="Execution id (idempotent: an existing one is returned)."

@@ -18,15 +18,15 @@ class Exit(enum.IntEnum):
     """The exit codes of every command (``raftflow --help`` lists them)."""
 
     OK = 0
-    FAILED = 1  # the execution failed or was cancelled; or the operation was refused
+    FAILED = 1  # the execution failed or was cancelled, a replay diverged, or it was refused
     USAGE = 2  # bad arguments or options
     UNAVAILABLE = 3  # the cluster could not be reached (no node, no leader) in time
     TIMEOUT = 4  # still running when --timeout ran out
 
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 ok; 1 the execution failed or was cancelled, or the request was "
-    "refused (not found, wrong credentials...); 2 usage error; 3 the cluster is "
+    "Exit codes: 0 ok; 1 the execution failed or was cancelled, a replay diverged, or the "
+    "request was refused (not found, wrong credentials...); 2 usage error; 3 the cluster is "
     "unavailable; 4 still running when --timeout ran out."
 )
 

@@ -13,6 +13,7 @@ from raftflow.engine.ops.cli import (
     inspection,
     operations,
     recovery,
+    replay,
 )
 from raftflow.engine.ops.cli.exits import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
 
@@ -51,6 +52,7 @@ for command in (
     *executions.COMMANDS,
     *inspection.COMMANDS,
     *recovery.COMMANDS,
+    *replay.COMMANDS,
     *operations.COMMANDS,
     *dashboard.COMMANDS,
     *admin.COMMANDS,
