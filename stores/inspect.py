@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftflow.stores.flows import MAX_LIST_LIMIT
 from raftflow.stores.flows import QUERIES as STORE
+from raftflow.stores.lanes import LaneDepth, LaneFlows
 from raftflow.stores.records import ExecutionRecord, Status, StepRecord
 from raftflow.stores.rows import execution_from_row, step_from_row
 from raftflow.transports.contract import PARKED
@@ -384,6 +385,9 @@ class Inspector:
 
     def workers(self, within: float = 60.0) -> builtins.list[WorkerInfo]:
         return self.database.run(self.flows.workers(within))
+
+    def lanes(self) -> builtins.list[LaneDepth]:
+        return self.database.run(LaneFlows(self.flows.clock).depths())
 
     def now(self) -> float:
         return self.database.run(self.flows.clock.now())

@@ -42,8 +42,10 @@ VALUES (:seq, :token, :starts, :next_event, :next_at, :now);
 SELECT seq FROM messages WHERE seq = :seq AND locked_by = '__parked__' AND event = :next_event;
 
 -- name: list
--- `raftflow schedules`: every schedule's message, with the last execution it started.
+-- `raftflow schedules`: every schedule's message and lane, with the last execution it
+-- started.
 SELECT m.group_id, m.event, m.locked_by, m.lock_expiry,
+       (SELECT g.lane FROM groups AS g WHERE g.group_id = m.group_id) AS lane,
        (SELECT e.id FROM executions AS e
         WHERE e.workflow = json_extract(m.event, '$.workflow')
           AND e.id > json_extract(m.event, '$.workflow') || '@'

@@ -39,6 +39,8 @@ from raftflow.engine.workflow.schedule import (
     Schedule,
     parse_schedule_event,
 )
+from raftflow.stores.lanes import LIVE_WITHIN, lanes_of, serves
+from raftflow.stores.lanes import QUERIES as LANES
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
@@ -68,6 +70,7 @@ class ScheduleInfo:
     next_at: float  # the time its message is parked until
     firing: bool  # a worker holds it right now
     last_execution: str | None
+    workers: int = 0  # live workers that serve its lane (none: it waits, unfired)
 
     def next_times(self, count: int) -> list[float]:
         schedule = Schedule(self.workflow, self.cron, self.timezone, self.catch_up)
@@ -85,6 +88,7 @@ class ScheduleInfo:
             ],
             "firing": self.firing,
             "last_execution": self.last_execution,
+            "workers": self.workers,
         }
 
 
@@ -165,9 +169,12 @@ class ScheduleFlows:
 
     def list(self, level: ReadLevel = "strong") -> Flow[list[ScheduleInfo]]:
         """Every schedule (``level="weak"``: no Raft entry, for the dashboard)."""
-        response = yield Request((SQL("list"),), level=level)
+        now = yield from self.clock.now()
+        live = LANES("serving_workers", {"since": now - LIVE_WITHIN})
+        response = yield Request((SQL("list"), live), level=level)
+        served = [lanes_of(row["lanes"]) for row in response.raise_for_errors()[1].dicts()]
         found = []
-        for row in response.raise_for_errors()[0].dicts():
+        for row in response[0].dicts():
             event = parse_schedule_event(row["event"])
             if event is None:
                 continue
@@ -180,6 +187,7 @@ class ScheduleFlows:
                     next_at=event.at,
                     firing=row["locked_by"] not in (None, "__parked__"),
                     last_execution=row["last_id"],
+                    workers=sum(serves(lanes, row["lane"] or "") for lanes in served),
                 )
             )
         return found

@@ -51,10 +51,10 @@ def lane(queue: str, workflow: str) -> str:
     return f"{queue}/{workflow}"
 
 
-def queue_of(lane_name: str) -> str | None:
-    """The queue a lane belongs to (None for the unrouted lane)."""
-    queue, sep, _ = lane_name.partition("/")
-    return queue if sep else None
+def lane_parts(lane_name: str) -> tuple[str, str] | None:
+    """The queue and the workflow of a lane (None for the unrouted lane)."""
+    queue, sep, workflow = lane_name.partition("/")
+    return (queue, workflow) if sep else None
 
 
 def served_lanes(

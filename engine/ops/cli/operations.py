@@ -7,6 +7,7 @@ from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, table, to_jsonable
 from raftflow.engine.ops.timefmt import format_duration
+from raftflow.engine.workflow.queues import lane_parts
 from raftflow.stores.inspect import Inspector
 
 
@@ -14,8 +15,9 @@ from raftflow.stores.inspect import Inspector
 @connection_options
 @json_option
 def queue(conn: Connection, as_json: bool) -> None:
-    """Show the queue: depth per priority, how long the oldest claimable event has
-    waited, parked events (sleeps, waits, back-offs), the executions waiting for a slot
+    """Show the queue: per named queue and workflow, what waits, runs, how long the oldest
+    claimable execution has waited and how many live workers serve it (none: its
+    executions wait until one starts); depth per priority, parked events (sleeps, waits, back-offs), the executions waiting for a slot
     of a concurrency limit (per limit key) and the leases each worker holds.
 
     \b
@@ -24,11 +26,13 @@ def queue(conn: Connection, as_json: bool) -> None:
     """
     engine = conn.engine()
     try:
-        snapshot = Inspector(engine.store.database).queue()
+        inspector = Inspector(engine.store.database)
+        snapshot, lanes = inspector.queue(), inspector.lanes()
     finally:
         engine.close()
     if as_json:
         data = {
+            "queues": [{**_named_dict(d.lane), **vars_of(d)} for d in lanes],
             "priorities": snapshot.priorities,
             "ready": snapshot.ready,
             "parked": snapshot.parked,
@@ -54,6 +58,20 @@ def queue(conn: Connection, as_json: bool) -> None:
         }
         print_json(data)
         return
+    if lanes:
+        lane_rows = [
+            [
+                *_named(d.lane),
+                d.groups,
+                d.ready,
+                d.leased,
+                format_duration(d.oldest_ready_age),
+                d.workers or "none: waits for one",
+            ]
+            for d in lanes
+        ]
+        headers = ["QUEUE", "WORKFLOW", "QUEUED", "READY", "RUNNING", "OLDEST READY", "WORKERS"]
+        click.echo(table(lane_rows, headers) + "\n")
     rows = [
         [p.priority, p.groups, p.ready, format_duration(p.oldest_ready_age)]
         for p in snapshot.priorities
@@ -191,14 +209,32 @@ def schedules(count: int, remove: str | None, conn: Connection, as_json: bool) -
                 info.timezone,
                 info.catch_up,
                 "firing" if info.firing else "parked",
+                info.workers or "none: unfired",
                 info.last_execution or "-",
                 ", ".join(data["next"]),
             ]
         )
     click.echo(
-        table(rows, ["WORKFLOW", "CRON", "ZONE", "CATCH UP", "STATE", "LAST STARTED", "NEXT"])
+        table(
+            rows,
+            ["WORKFLOW", "CRON", "ZONE", "CATCH UP", "STATE", "WORKERS", "LAST STARTED", "NEXT"],
+        )
         if rows
         else "no schedules"
+    )
+
+
+def _named(lane: str) -> tuple[str, str]:
+    """A lane's queue and workflow as the tables show them."""
+    return lane_parts(lane) or ("-", "(any: started before queues)")
+
+
+def _named_dict(lane: str) -> dict[str, str | None]:
+    parts = lane_parts(lane)
+    return (
+        {"queue": None, "workflow": None}
+        if parts is None
+        else dict(zip(("queue", "workflow"), parts))
     )
 
 

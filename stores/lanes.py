@@ -1,0 +1,82 @@
+"""What each lane holds and which live workers serve it (``raftflow queue``).
+
+A lane is what a worker must serve to claim a group (transports/lanes.py): for the engine,
+a queue and a workflow. A lane that no live worker serves still holds its executions:
+they wait, visibly, until a worker that serves it starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from raftflow.transports.db.catalogue import load
+from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.flow import Flow, Request
+from raftflow.transports.payload import from_json
+
+QUERIES = load("raftflow.stores", "lanes.sql", "lanes")
+
+#: Lanes listed at most (the busiest installations have a few hundred workflows).
+MAX_LANES_LISTED = 10_000
+
+#: A worker is live if its last beat is this recent (seconds).
+LIVE_WITHIN = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class LaneDepth:
+    """One lane: what waits in it, and how many live workers serve it."""
+
+    lane: str
+    groups: int  # executions (and schedules) with an event queued: leased, parked or not
+    ready: int  # claimable now
+    leased: int  # being run now
+    oldest_ready_age: float | None  # seconds the oldest claimable one has waited
+    workers: int  # live workers that serve it
+
+
+def serves(lanes: Sequence[str] | None, lane: str) -> bool:
+    """Whether a worker that serves ``lanes`` (None: every lane) claims ``lane``."""
+    return lanes is None or lane in lanes
+
+
+class LaneFlows:
+    """The reads of lanes, one request each."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def depths(self) -> Flow[list[LaneDepth]]:
+        """Every lane that holds a group, with the live workers that serve it."""
+        now = yield from self.clock.now()
+        response = yield Request(
+            (
+                QUERIES("lane_depth", {"now": now, "limit": MAX_LANES_LISTED}),
+                QUERIES("serving_workers", {"since": now - LIVE_WITHIN}),
+            ),
+            level="strong",
+        )
+        response.raise_for_errors()
+        served = [lanes_of(row["lanes"]) for row in response[1].dicts()]
+        return [
+            LaneDepth(
+                lane=row["lane"],
+                groups=int(row["groups"]),
+                ready=int(row["ready"] or 0),
+                leased=int(row["leased"] or 0),
+                oldest_ready_age=None
+                if row["oldest_ready"] is None
+                else max(0.0, now - float(row["oldest_ready"])),
+                workers=sum(serves(lanes, row["lane"]) for lanes in served),
+            )
+            for row in response[0].dicts()
+        ]
+
+
+def lanes_of(text: str | None) -> Sequence[str] | None:
+    """A worker row's ``lanes`` (None: every lane)."""
+    if text is None:
+        return None
+    value = from_json(text)
+    return [str(lane) for lane in value] if isinstance(value, list) else None
