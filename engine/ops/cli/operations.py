@@ -15,10 +15,11 @@ from raftflow.stores.inspect import Inspector
 @connection_options
 @json_option
 def queue(conn: Connection, as_json: bool) -> None:
-    """Show the queue: per named queue and workflow, what waits, runs, how long the oldest
-    claimable execution has waited and how many live workers serve it (none: its
-    executions wait until one starts); depth per priority, parked events (sleeps, waits, back-offs), the executions waiting for a slot
-    of a concurrency limit (per limit key) and the leases each worker holds.
+    """Show the queue: per named queue and workflow, what waits, what runs, how long the
+    oldest claimable execution has waited and how many live workers serve it (none: its
+    executions wait until one starts); depth per priority, parked events (sleeps, waits,
+    back-offs), the executions waiting for a slot of a concurrency limit (per limit key)
+    and the leases each worker holds.
 
     \b
     Example:
