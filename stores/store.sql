@@ -188,7 +188,7 @@ ON CONFLICT (execution_id, idx) DO UPDATE SET
 -- a column adds it here and there (tests/integration/test_final_commits.py checks this).
 rowid, id, workflow, status, input, output, error, priority, created_at, updated_at,
 completed_at, steps_done, commit_id, parent_id, cancel_reason, deadline, trace_context,
-run, limit_key, limit_max, admitted
+run, limit_key, limit_max, admitted, lane
 
 -- name: lean_final_unlinked
 -- `lean_final` for an execution with no parent and no concurrency limit (the engine tells
@@ -208,7 +208,8 @@ REPLACE INTO executions ({{fragment.execution_row}})
 SELECT rowid, id, workflow, :status, input, COALESCE(:output, output),
        COALESCE(:error, error), priority, created_at, :now, :now,
        steps_done + COALESCE(:step_status IN ('succeeded', 'failed'), 0), :commit_id,
-       parent_id, cancel_reason, deadline, trace_context, run, limit_key, limit_max, admitted
+       parent_id, cancel_reason, deadline, trace_context, run, limit_key, limit_max, admitted,
+       lane
 FROM executions
 WHERE id = :execution_id AND parent_id IS NULL AND limit_key IS NULL
   AND {{fragment.final_held}};
@@ -304,7 +305,7 @@ LEFT JOIN messages AS m
 REPLACE INTO executions ({{fragment.execution_row}})
 SELECT rowid, id, workflow, 'running', input, output, error, priority, created_at, :now,
        completed_at, steps_done, commit_id, parent_id, cancel_reason, deadline,
-       trace_context, run, limit_key, limit_max, admitted
+       trace_context, run, limit_key, limit_max, admitted, lane
 FROM executions
 WHERE +status = 'pending'
   AND id IN (SELECT group_id FROM messages WHERE locked_by = :token);

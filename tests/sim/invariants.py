@@ -8,6 +8,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from tests.sim import workload
 from tests.sim.invariants_more import check_more, forked_from
 from tests.sim.workload_more import FORK
 from tests.sim.workload_sync import SHAPES
@@ -194,6 +195,26 @@ def check(sim: Simulation) -> list[str]:
         )
         if stray:
             problems.append(f"steps of missing executions: {stray[:3]}")
+    problems += _check_served(sim, executions)
+    return problems
+
+
+def _check_served(sim: Simulation, executions: dict[str, dict[str, Any]]) -> list[str]:
+    """A worker runs only executions of the queues it serves (tests/sim/sim.py,
+    ``serve_queues``): a run of a step in a process that does not serve its workflow's
+    queue means the claim (or the start fast path) leased it there."""
+    problems = []
+    queues = {name: w.queue for name, w in workload.engine.registry.workflows.items()}
+    for run in sim.runs.runs:
+        index = int(run.process.removeprefix("w")) if run.process.startswith("w") else None
+        served = None if index is None else sim.plan.options[index].queues
+        row = executions.get(run.execution.split("#")[0])
+        queue = None if row is None else queues.get(row["workflow"])
+        if served is not None and queue is not None and queue not in served:
+            problems.append(
+                f"{run.process} (serving {list(served)}) ran {run.execution}, "
+                f"a {row and row['workflow']} of queue {queue!r}"
+            )
     return problems
 
 

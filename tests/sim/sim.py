@@ -183,6 +183,20 @@ def make_plan(rng: random.Random, size: int) -> Plan:
     )
 
 
+def serve_queues(plan: Plan, seed: int) -> Plan:
+    """In some seeds, the first workers but one serve one named queue each (the others,
+    and every replacement of a killed worker, serve all, so every execution can finish):
+    claims filtered by what a worker serves, under the same faults. Drawn from an RNG of
+    its own, so the other seeds' plans and traces stay as they were."""
+    rng = random.Random(f"queues-{seed}")
+    if plan.workers < 2 or rng.random() >= 0.3:
+        return plan
+    options = list(plan.options)
+    for index in range(1, plan.workers):
+        options[index] = replace(options[index], queues=(rng.choice(("default", workload.WAITS)),))
+    return replace(plan, options=options)
+
+
 def process_engine(database: Database, cron: bool) -> Engine:
     """A worker process's Engine: the workload's registry, a transport and a store of its
     own on one connection (each simulated process has its own connection and cluster
@@ -238,7 +252,7 @@ class Simulation:
         #: Stop the run once a violation catches the mutation (tests/sim/table.py).
         self.until_caught = until_caught
         self.rng = random.Random(seed)
-        self.plan = make_plan(self.rng, size)
+        self.plan = serve_queues(make_plan(self.rng, size), seed)
         self.pressure = Pressure(seed)  # on the fences: an RNG of its own (tests/sim/pressure.py)
         self.mutation = MUTATIONS[mutation] if mutation else None
         self.verbose = verbose

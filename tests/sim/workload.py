@@ -189,7 +189,13 @@ class Nap(BaseModel):
     seconds: float
 
 
-@engine.workflow
+#: The named queue of the workflows that wait (sleeps, signals); the rest are in "default".
+#: Seeds where workers serve different queues (tests/sim/sim.py, ``serve_queues``) check
+#: that each runs only what it serves (tests/sim/invariants.py).
+WAITS = "waits"
+
+
+@engine.workflow(queue=WAITS)
 async def napper(nap: Nap) -> list[Any]:
     before = await stamp()
     await engine.sleep_async(nap.seconds)
@@ -201,7 +207,7 @@ class Listen(BaseModel):
     messages: int
 
 
-@engine.workflow
+@engine.workflow(queue=WAITS)
 async def listener(spec: Listen) -> list[Any]:
     got = []
     for _ in range(spec.messages):

@@ -17,6 +17,7 @@ from sqlalchemy import insert, select
 from raftflow import Retry, current_step
 from tests.sim.workload import (
     CURRENT,
+    WAITS,
     Banking,
     Chain,
     Listen,
@@ -76,7 +77,7 @@ def sretried(spec: Chain) -> list[int]:
     return [first, sflaky(), *[swork() for _ in range(spec.steps)]]
 
 
-@engine.workflow
+@engine.workflow(queue=WAITS)
 def snapper(nap: Nap) -> list[Any]:
     before = sstamp()
     engine.sleep(nap.seconds)
@@ -84,7 +85,7 @@ def snapper(nap: Nap) -> list[Any]:
     return [before, after]
 
 
-@engine.workflow
+@engine.workflow(queue=WAITS)
 def slistener(spec: Listen) -> list[Any]:
     got = []
     for _ in range(spec.messages):
