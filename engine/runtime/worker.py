@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from raftflow.engine.runtime.heartbeat import MIN_LEASE
 from raftflow.engine.runtime.hooks import HookChain
 from raftflow.engine.runtime.presence import PresenceState
 from raftflow.engine.workflow.queues import check_queues, served_lanes
@@ -43,7 +44,12 @@ class WorkerOptions:
     # The named queues it serves (None: every queue of the workflows it registers). It
     # claims only executions of the workflows it registers, in these queues.
     queues: tuple[str, ...] | None = None
-    visibility: float = 30.0  # lease length; the heartbeat renews it for long steps
+    # The lease length, in seconds (``raftflow worker --lease``): how long an execution this
+    # worker holds stays its own without a commit or a heartbeat renewing it -- and so how
+    # long the executions of a worker that crashed, was killed or cut off wait before
+    # another worker takes them over (docs/guides/operate.md, "Recovery time"). At least
+    # MIN_LEASE; the heartbeat renews it while a long step runs.
+    visibility: float = 30.0
     # Steps run without a new claim before the turn is handed back -- when another
     # execution waits to be claimed (read at most every WAITING_TTL s). With nothing
     # waiting, a hand-back would only cost a claim: a Raft entry, and the claim's wait.
@@ -101,6 +107,12 @@ class WorkerOptions:
                 raise InvalidArgumentError(f"{name} must be a number of seconds, not {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise InvalidArgumentError(f"{name} must be positive and finite, not {value!r}")
+        if self.visibility < MIN_LEASE:
+            raise InvalidArgumentError(
+                f"visibility (the lease length) must be at least {MIN_LEASE:g} s, not "
+                f"{self.visibility!r}: the heartbeat renews a lease with a quarter of it left "
+                "at worst, and the renewal must reach the cluster within that quarter"
+            )
         share = self.retention_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgumentError(f"retention_share must be in (0, 1], not {share!r}")
