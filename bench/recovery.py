@@ -10,9 +10,11 @@ For each ``--lease`` (30, 5 and 2 s by default), ``--rounds`` times, on a fresh 
    step, steps of ``--step`` seconds each (asyncio sleeps), more than the round lasts.
    Once A holds every one of them, worker B (the same lease, through a follower, a slot
    for each) starts: idle, as a spare worker is.
-2. ``--settle`` seconds later A is killed with SIGKILL. Over those seconds the leader's
-   Raft applied index gives the entries per second A's held executions cost (their step
-   commits, and heartbeat renewals when a step outlasts half the lease).
+2. ``--settle`` seconds later, and a random part of a lease more (so that the kills of
+   the rounds fall anywhere in the heartbeat's renewal cycle), A is killed with SIGKILL.
+   Over that time the leader's Raft applied index gives the entries per second A's held
+   executions cost (their step commits, and A's heartbeat: at most four renewal requests
+   per lease length).
 3. The executions A held are its leases left in the queue; how long each had left at the
    kill is read with them. The leader is then polled every ``--poll`` seconds until B has
    committed a step of each: per execution, the kill to B's first commit of it
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import statistics
 import subprocess
@@ -116,7 +119,7 @@ def one_round(args: argparse.Namespace, lease: float, n: int, logs: Path) -> dic
             workers.append(b)
             b.wait_started()
             before = bench.raft_mark()
-            time.sleep(args.settle)
+            time.sleep(args.settle + args.random.uniform(0, lease))
             after = bench.raft_mark()
             a.kill()
             killed_at = time.time()
@@ -195,9 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds before the kill")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--poll", type=float, default=0.02)
+    parser.add_argument("--seed", type=int, default=1, help="of the kills' random moments")
     parser.add_argument("--json", type=Path, help="write every round's figures here")
     args = parser.parse_args(argv)
     args.lease = args.lease or [30.0, 5.0, 2.0]
+    args.random = random.Random(args.seed)
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as logs:
         for lease in args.lease:
@@ -211,7 +216,9 @@ def main(argv: list[str] | None = None) -> None:
                 rounds.append(result)
     print(render(rounds, args))
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": None}, "rounds": rounds}))
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": None, "random": None}, "rounds": rounds})
+        )
 
 
 if __name__ == "__main__":

@@ -1,15 +1,14 @@
-"""The heartbeat: the leases of runs whose step outlasts about half the visibility (the
-lease length) are renewed, all of one worker's in one request per beat.
+"""The heartbeat: the leases a worker holds are renewed, those due in one request per beat.
 
-It wakes every quarter of the lease and renews the leases with less than half of it left,
-so a renewal is sent with at least a quarter of the lease still to run: that quarter is
-what one write request has to land in, hence :data:`MIN_LEASE`. A beat with nothing due
-sends nothing; a commit renews its execution's lease itself, so steps shorter than about
-half the lease never need a beat. While steps outlast that, a worker sends at most one
-request (one Raft entry) per beat, whatever it holds: at most four per lease length, with
-a statement for each lease due (each one about every half to three quarters of a lease).
-Both fall as the lease grows; the requests do not grow with the executions a worker
-holds, only their statements do.
+It wakes every quarter of the lease (the visibility) and renews every lease held with less
+than half of it left, so a renewal is sent with at least a quarter of the lease still to
+run: that quarter is what one write request has to land in, hence :data:`MIN_LEASE`. A
+step's commit within a turn leaves its lease as it is (a lean commit writes the record
+alone), so an execution held has its lease renewed about every half to three quarters of
+a lease, whatever its steps do. A beat with nothing due sends nothing. A worker holding
+executions sends at most one request (one Raft entry) per beat: at most four per lease
+length, with a statement for each lease due. Both fall as the lease grows; the requests do
+not grow with the executions a worker holds, only their statements do.
 
 A beat that fails is logged and the next one tries again; a lease found lost marks its run
 as no longer held, so that its result is refused (the fence would refuse it anyway).

@@ -45,10 +45,9 @@ class WorkerOptions:
     # claims only executions of the workflows it registers, in these queues.
     queues: tuple[str, ...] | None = None
     # The lease length, in seconds (``raftflow worker --lease``): how long an execution this
-    # worker holds stays its own without a commit or a heartbeat renewing it -- and so how
-    # long the executions of a worker that crashed, was killed or cut off wait before
-    # another worker takes them over (docs/guides/operate.md, "Recovery time"). At least
-    # MIN_LEASE; the heartbeat renews it while a long step runs.
+    # worker holds stays its own without the heartbeat renewing it -- and so how long the
+    # executions of a worker that crashed, was killed or cut off wait before another worker
+    # takes them over (docs/guides/operate.md, "Recovery time"). At least MIN_LEASE.
     visibility: float = 30.0
     # Steps run without a new claim before the turn is handed back -- when another
     # execution waits to be claimed (read at most every WAITING_TTL s). With nothing

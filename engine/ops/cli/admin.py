@@ -43,8 +43,8 @@ from raftflow.errors import InvalidArgumentError
     metavar="SECONDS",
     callback=lambda _ctx, _param, value: checked_lease(value),
     help="Lease length: how long the executions of a worker that crashed or was killed "
-    "wait before another worker takes them over. Shorter recovers faster, costs more "
-    "heartbeat writes during long steps. At least 1.",
+    "wait before another worker takes them over. Shorter recovers faster and costs more "
+    "heartbeat writes (up to 4 per lease length per worker). At least 1.",
 )
 @click.option(
     "--metrics-port",
