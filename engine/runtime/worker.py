@@ -36,7 +36,14 @@ log = logging.getLogger("raftflow.worker")
 
 @dataclass(frozen=True)
 class WorkerOptions:
-    """How a worker runs. Every field has a default that suits a small cluster."""
+    """How a worker runs. Every field has a default that suits a small cluster.
+
+    ``visibility`` is the lease length in seconds (``raftflow worker --lease``; 30, at least
+    1): the executions of a worker that crashed or was killed wait up to that long before
+    another worker takes them over. Shorter recovers faster but costs more heartbeat
+    writes, and a worker paused for longer than about three quarters of it loses its
+    leases (its late commits are refused). See the Operate guide, "Recovery time".
+    """
 
     concurrency: int = 4
     worker_id: str | None = None
