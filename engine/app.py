@@ -206,8 +206,8 @@ class Engine(Definitions, DurableCalls, ClientCalls):
 
         The first signal drains: no new claims, running steps finish and release their
         executions (up to ``drain_timeout``). A second signal exits at once; leases then
-        lapse and other workers take over after ``visibility`` seconds. ``queues=[...]``:
-        serve only these named queues (every option: :class:`WorkerOptions`).
+        lapse and other workers take over within ``visibility`` seconds (the lease length).
+        ``queues=[...]``: serve only these named queues (every option: :class:`WorkerOptions`).
         """
         worker = self.worker(
             concurrency=concurrency, worker_id=worker_id, min_priority=min_priority, **options

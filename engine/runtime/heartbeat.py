@@ -1,5 +1,14 @@
-"""The heartbeat: the leases of runs whose step outlasts a quarter of the visibility are
-renewed, all of one worker's in one request per beat.
+"""The heartbeat: the leases a worker holds are renewed, those due in one request per beat.
+
+It wakes every quarter of the lease (the visibility) and renews every lease held with less
+than half of it left, so a renewal is sent with at least a quarter of the lease still to
+run: that quarter is what one write request has to land in, hence :data:`MIN_LEASE`. A
+step's commit within a turn leaves its lease as it is (a lean commit writes the record
+alone), so an execution held has its lease renewed about every half to three quarters of
+a lease, whatever its steps do. A beat with nothing due sends nothing. A worker holding
+executions sends at most one request (one Raft entry) per beat: at most four per lease
+length, with a statement for each lease due. Both fall as the lease grows; the requests do
+not grow with the executions a worker holds, only their statements do.
 
 A beat that fails is logged and the next one tries again; a lease found lost marks its run
 as no longer held, so that its result is refused (the fence would refuse it anyway).
@@ -16,6 +25,11 @@ from raftflow.engine.workflow.activation import Activation
 from raftflow.transports.contract import AsyncTransport
 
 log = logging.getLogger("raftflow.worker")
+
+#: The shortest lease a worker accepts, in seconds: a renewal then has a quarter of it,
+#: 250 ms, to land -- a write round trip on a busy cluster with a margin. Shorter leases
+#: would lapse under healthy workers (their steps refused, and run again elsewhere).
+MIN_LEASE = 1.0
 
 
 class Heartbeat:

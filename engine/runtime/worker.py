@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from raftflow.engine.runtime.heartbeat import MIN_LEASE
 from raftflow.engine.runtime.hooks import HookChain
 from raftflow.engine.runtime.presence import PresenceState
 from raftflow.engine.workflow.queues import check_queues, served_lanes
@@ -35,7 +36,14 @@ log = logging.getLogger("raftflow.worker")
 
 @dataclass(frozen=True)
 class WorkerOptions:
-    """How a worker runs. Every field has a default that suits a small cluster."""
+    """How a worker runs. Every field has a default that suits a small cluster.
+
+    ``visibility`` is the lease length in seconds (``raftflow worker --lease``; 30, at least
+    1): the executions of a worker that crashed or was killed wait up to that long before
+    another worker takes them over. Shorter recovers faster but costs more heartbeat
+    writes, and a worker paused for longer than about three quarters of it loses its
+    leases (its late commits are refused). See the Operate guide, "Recovery time".
+    """
 
     concurrency: int = 4
     worker_id: str | None = None
@@ -43,7 +51,11 @@ class WorkerOptions:
     # The named queues it serves (None: every queue of the workflows it registers). It
     # claims only executions of the workflows it registers, in these queues.
     queues: tuple[str, ...] | None = None
-    visibility: float = 30.0  # lease length; the heartbeat renews it for long steps
+    # The lease length, in seconds (``raftflow worker --lease``): how long an execution this
+    # worker holds stays its own without the heartbeat renewing it -- and so how long the
+    # executions of a worker that crashed, was killed or cut off wait before another worker
+    # takes them over (docs/guides/operate.md, "Recovery time"). At least MIN_LEASE.
+    visibility: float = 30.0
     # Steps run without a new claim before the turn is handed back -- when another
     # execution waits to be claimed (read at most every WAITING_TTL s). With nothing
     # waiting, a hand-back would only cost a claim: a Raft entry, and the claim's wait.
@@ -101,6 +113,12 @@ class WorkerOptions:
                 raise InvalidArgumentError(f"{name} must be a number of seconds, not {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise InvalidArgumentError(f"{name} must be positive and finite, not {value!r}")
+        if self.visibility < MIN_LEASE:
+            raise InvalidArgumentError(
+                f"visibility (the lease length) must be at least {MIN_LEASE:g} s, not "
+                f"{self.visibility!r}: the heartbeat renews a lease with a quarter of it left "
+                "at worst, and the renewal must reach the cluster within that quarter"
+            )
         share = self.retention_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise InvalidArgumentError(f"retention_share must be in (0, 1], not {share!r}")

@@ -188,7 +188,7 @@ def test_a_failing_heartbeat_is_logged_and_the_next_beat_renews(
     @engine.step
     def slow(i: int) -> int:
         runs.append(i)
-        time.sleep(1.5)  # several leases long: only the heartbeat keeps it
+        time.sleep(2.5)  # several leases long: only the heartbeat keeps it
         return i
 
     @engine.workflow
@@ -199,7 +199,7 @@ def test_a_failing_heartbeat_is_logged_and_the_next_beat_renews(
     faults.fail(lambda r: "queue.extend" in names(r), RuntimeError("injected heartbeat bug"))
     caplog.set_level(logging.WARNING, logger="raftflow.worker")
     handle = engine.start(wf, 7)
-    with engine.running_worker(visibility=0.6) as worker:
+    with engine.running_worker(visibility=1.0) as worker:
         assert handle.result(timeout=20) == 7
     assert faults.raised == 1
     assert "heartbeat failed: injected heartbeat bug" in caplog.text

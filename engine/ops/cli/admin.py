@@ -15,7 +15,9 @@ from raftflow.engine.ops.cli.apps import load_engine
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.output import Progress, json_option, print_json, progress, table
 from raftflow.engine.runtime.hooks import Hooks
-from raftflow.engine.runtime.worker import Worker
+from raftflow.engine.runtime.worker import Worker, WorkerOptions
+
+from raftflow.errors import InvalidArgumentError
 
 
 @click.command()
@@ -31,7 +33,19 @@ from raftflow.engine.runtime.worker import Worker
     help="A named queue to serve (repeat for several). Default: every queue of the app's "
     "workflows. A worker claims only executions of the workflows its app registers.",
 )
-@click.option("--visibility", type=float, default=30.0, show_default=True, help="Lease seconds.")
+@click.option(
+    "--lease",
+    "--visibility",
+    "lease",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    callback=lambda _ctx, _param, value: checked_lease(value),
+    help="Lease length: how long the executions of a worker that crashed or was killed "
+    "wait before another worker takes them over. Shorter recovers faster and costs more "
+    "heartbeat writes (up to 4 per lease length per worker). At least 1.",
+)
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
@@ -64,7 +78,7 @@ def worker(
     worker_id: str | None,
     min_priority: int,
     queues: tuple[str, ...],
-    visibility: float,
+    lease: float,
     metrics_port: int | None,
     metrics_bind: str,
     log_format: str,
@@ -104,8 +118,18 @@ def worker(
         worker_id=worker_id,
         min_priority=min_priority,
         queues=queues or None,
-        visibility=visibility,
+        visibility=lease,
     )
+
+
+def checked_lease(seconds: float) -> float:
+    """``--lease`` checked by WorkerOptions' own rules, as a usage error (before any
+    connection is made)."""
+    try:
+        WorkerOptions(visibility=seconds)
+    except InvalidArgumentError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return seconds
 
 
 class DrainProgress(Hooks):
