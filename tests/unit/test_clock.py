@@ -116,3 +116,34 @@ def test_request_shape_is_unchanged() -> None:
     request = next(flow)
     assert isinstance(request, Request) and request.level == "weak"
     assert request.statements[0].sql == QUERIES("clock").sql
+
+
+def test_a_sync_across_a_local_clock_going_back_is_not_taken() -> None:
+    """Seed 1527 of tests/sim: the local clock went back 111 s while a sync was in flight;
+    its "round trip" was negative, and so was the uncertainty taken from it, which put a
+    7 s sleep's wake time 49 s in the past. Such a sync is dropped and made again."""
+    # First sync: sent at local 100, read at 100.002 (leader 1000). The next one is sent
+    # at 131 (due), the clock goes back 111 s before its reply is read (local 20); the
+    # next call syncs again, sent and read at 20.002 (leader 1031.5).
+    ticks: Iterator[float] = iter([100.0, 100.0, 100.002, 100.002, 131.0, 131.0, 20.0])
+    replies = iter([1000.0, 1031.0, 1031.5])
+    more = iter([20.0] + [20.002] * 10)
+    clock = ClusterClock(QUERIES("clock"), local_time=lambda: next(ticks, None) or next(more))
+
+    def answer(flow: Flow[float]) -> float:
+        try:
+            request = next(flow)
+            while True:
+                result = Result(columns=("now",), rows=((next(replies),),))
+                request = flow.send(Response(request, (result,)))
+        except StopIteration as stop:
+            value: float = stop.value
+            return value
+
+    answer(clock.now())
+    assert clock.uncertainty == pytest.approx(0.001)
+    dropped = answer(clock.now())  # the sync across the jump: not taken, the time held
+    assert dropped == pytest.approx(1000.001) and clock.uncertainty == pytest.approx(0.001)
+    again = answer(clock.now())  # synced again at once
+    assert again == pytest.approx(1031.5) and 0 <= clock.uncertainty <= 0.001
+    assert earliest_estimate(clock) <= 1031.5
