@@ -15,7 +15,8 @@ What each removal must be caught as (``expects``, the kinds of tests/sim/verdict
 a lease or token check -- ``stale-write``: a write applied for a worker whose lease token
 did not hold the message it named (tests/sim/audit.py checks every such write); the
 claim's readiness -- ``double-lease``: a group leased to a second worker while another's
-lease still lived; the concurrency limit's gate and slot count -- ``limit-exceeded``; the
+lease still lived; the claim's lanes -- ``served``: a worker ran an execution of a queue
+it does not serve; the concurrency limit's gate and slot count -- ``limit-exceeded``; the
 transaction fence's "not recorded yet" -- ``applied-twice`` (a deposit's ledger row
 written twice); the schedule's fire -- ``stale-write`` or ``slot`` (a cron time started
 twice, or not once).
@@ -214,6 +215,15 @@ _FENCES: list[Mutation] = [
         QUEUE,
         ("claim", "claim_served"),
         r"\s+AND\s+ready_at\s*<=\s*:now",
+        "",
+    ),
+    StatementFence(
+        "claim-lanes",
+        frozenset({"served"}),
+        "`claim_served`: only groups of the lanes the worker serves are taken",
+        QUEUE,
+        ("claim_served", "claimable_served"),
+        r"\blane\s*=\s*l\.value\s+AND\s+",
         "",
     ),
     _token("extend-token", QUEUE, "extend", "`extend` (the heartbeat): the token check"),

@@ -24,6 +24,7 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("applied-twice", re.compile(r": deposit applied \d+ times")),
     ("unrecorded", re.compile(r": deposit applied, its step not recorded")),
     ("slot", re.compile(r"^schedule\b")),
+    ("served", re.compile(r"^w\d+ \(serving \[")),
     ("stuck", re.compile(r": (child )?stuck \(")),
 )
 
