@@ -63,6 +63,11 @@ class Engine(Definitions, DurableCalls, ClientCalls):
     (None: for ever; see :mod:`raftflow.engine.runtime.retention`). The connection
     ``options`` are :class:`~raftflow.transports.db.database.ConnectOptions`.
 
+    ``version``: the version of this code. Each execution is pinned to the version that
+    started it and run only by workers of that version (so a deploy never replays a
+    history other code recorded); by default a hash of the source of the registered
+    workflows. Give one (a release number) to decide yourself when code is compatible.
+
     On connect the database's schema version is checked: an empty database is initialized,
     an older one is migrated only with ``auto_migrate`` (default: yes for SQLite, no for
     rqlite, where an operator runs ``raftflow migrate`` first), a newer one is refused.
@@ -78,12 +83,15 @@ class Engine(Definitions, DurableCalls, ClientCalls):
         auto_migrate: bool | None = None,
         max_history: int = DEFAULT_MAX_HISTORY,
         retention: timedelta | None = DEFAULT_RETENTION,
+        version: str | None = None,
         **options: Unpack[ConnectOptions],
     ) -> None:
         _check_positive_int(max_payload_bytes, "max_payload_bytes")
         _check_positive_int(max_history, "max_history")
         check_connect_options(options)
-        self.registry = Registry()
+        #: Its workflows and steps, and the version its executions are pinned to:
+        #: ``version``, or a hash of its workflows' source (engine/workflow/versions.py).
+        self.registry = Registry(version)
         self.max_payload_bytes = max_payload_bytes
         #: Calls one run of a workflow may record (warned at 80%): see continue_as_new.
         self.max_history = max_history
@@ -116,6 +124,7 @@ class Engine(Definitions, DurableCalls, ClientCalls):
         auto_migrate: bool | None = None,
         max_history: int = DEFAULT_MAX_HISTORY,
         retention: timedelta | None = DEFAULT_RETENTION,
+        version: str | None = None,
         **options: Unpack[ConnectOptions],
     ) -> Engine:
         """An engine connected now to ``url``: its transport and store on that database
@@ -126,6 +135,7 @@ class Engine(Definitions, DurableCalls, ClientCalls):
             auto_migrate=auto_migrate,
             max_history=max_history,
             retention=retention,
+            version=version,
             **options,
         )
         engine._connected()
@@ -160,6 +170,13 @@ class Engine(Definitions, DurableCalls, ClientCalls):
     def store(self) -> SqlStore:
         """The executions' state: records, status, outcomes (opened on first use)."""
         return self._connected()[1]
+
+    @property
+    def version(self) -> str:
+        """The version of this code: executions it starts are run only by workers of the
+        same version (or adopting ones). ``Engine(version=...)``, else a hash of the source
+        of its registered workflows."""
+        return self.registry.version
 
     def close(self) -> None:
         """Close the transport's connection (which the store shares)."""

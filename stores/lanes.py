@@ -24,6 +24,10 @@ MAX_LANES_LISTED = 10_000
 LIVE_WITHIN = 60.0
 
 
+#: Executions (and groups) moved per request by a promote.
+PROMOTE_BATCH = 500
+
+
 @dataclass(frozen=True, slots=True)
 class LaneDepth:
     """One lane: what waits in it, and how many live workers serve it."""
@@ -72,6 +76,57 @@ class LaneFlows:
             )
             for row in response[0].dicts()
         ]
+
+    def present(self, worker_id: str) -> Flow[tuple[list[str], list[str | None]]]:
+        """The lanes that hold groups, and every lane the live workers but ``worker_id``
+        serve (None for one that serves every lane): what an adopting worker compares."""
+        now = yield from self.clock.now()
+        response = yield Request(
+            (
+                QUERIES("present_lanes", {"limit": MAX_LANES_LISTED}),
+                QUERIES(
+                    "other_workers_lanes", {"since": now - LIVE_WITHIN, "worker_id": worker_id}
+                ),
+            ),
+            level="weak",
+        )
+        response.raise_for_errors()
+        present = [str(row["lane"]) for row in response[0].dicts()]
+        served: list[str | None] = []
+        for row in response[1].dicts():
+            lanes = lanes_of(row["lanes"])
+            served.extend([None] if lanes is None else lanes)
+        return present, served
+
+    def in_flight(self) -> Flow[tuple[dict[str, int], list[Sequence[str] | None]]]:
+        """Unfinished executions per lane, and the lanes of each live worker (None: every
+        lane): what ``raftflow versions`` shows."""
+        now = yield from self.clock.now()
+        response = yield Request(
+            (
+                QUERIES("in_flight_by_lane"),
+                QUERIES("serving_workers", {"since": now - LIVE_WITHIN}),
+            ),
+            level="strong",
+        )
+        response.raise_for_errors()
+        counts = {str(row["lane"] or ""): int(row["executions"]) for row in response[0].dicts()}
+        return counts, [lanes_of(row["lanes"]) for row in response[1].dicts()]
+
+    def promote(self, old: str, new: str) -> Flow[int]:
+        """Move the unfinished executions of version ``old`` (and their queued events) to
+        version ``new``, in batches; how many executions moved."""
+        moved = 0
+        params = {"old": old, "new": new, "batch": PROMOTE_BATCH}
+        while True:
+            response = yield Request(
+                (QUERIES("promote_executions", params), QUERIES("promote_groups", params)),
+                transaction=True,
+            )
+            response.raise_for_errors()
+            moved += response[0].rows_affected
+            if response[0].rows_affected == 0 and response[1].rows_affected == 0:
+                return moved
 
 
 def lanes_of(text: str | None) -> Sequence[str] | None:

@@ -23,3 +23,40 @@ GROUP BY lane ORDER BY lane LIMIT :limit;
 -- which claims every lane).
 SELECT worker_id, lanes FROM workers
 WHERE seen_at >= :since AND state <> 'stopped' ORDER BY worker_id;
+
+-- name: present_lanes
+-- Every lane that holds a group, one index seek each (groups_served): a walk of the
+-- distinct values, not of every group.
+WITH RECURSIVE present(lane) AS (
+  SELECT MIN(lane) FROM groups
+  UNION ALL
+  SELECT (SELECT MIN(g.lane) FROM groups AS g WHERE g.lane > present.lane)
+  FROM present WHERE present.lane IS NOT NULL
+)
+SELECT lane FROM present WHERE lane IS NOT NULL LIMIT :limit;
+
+-- name: other_workers_lanes
+-- The lanes of the live workers but one (NULL: a worker that claims every lane).
+SELECT lanes FROM workers
+WHERE seen_at >= :since AND state <> 'stopped' AND worker_id <> :worker_id;
+
+-- name: in_flight_by_lane
+-- `raftflow versions`: executions not finished, per lane (index executions_by_status).
+SELECT lane, COUNT(*) AS executions FROM executions
+WHERE status IN ('pending', 'running') GROUP BY lane;
+
+-- name: promote_executions
+-- `raftflow versions promote`: a batch of the unfinished executions of version :old
+-- moved to :new (their lane's "@<version>" suffix), so workers of :new run them.
+UPDATE executions SET lane = substr(lane, 1, length(lane) - length(:old)) || :new
+WHERE rowid IN (
+  SELECT rowid FROM executions
+  WHERE status IN ('pending', 'running') AND substr(lane, -length(:old) - 1) = '@' || :old
+  LIMIT :batch);
+
+-- name: promote_groups
+-- And a batch of their groups (whose lane the claims read).
+UPDATE groups SET lane = substr(lane, 1, length(lane) - length(:old)) || :new
+WHERE rowid IN (
+  SELECT rowid FROM groups WHERE substr(lane, -length(:old) - 1) = '@' || :old
+  LIMIT :batch);

@@ -81,7 +81,8 @@ INSERT INTO workers (worker_id, host, pid, version, concurrency, min_priority, s
 VALUES (:worker_id, :host, :pid, :version, :concurrency, :min_priority, :state,
         :started_at, :now, :steps, :running, :lanes)
 ON CONFLICT (worker_id) DO UPDATE SET state = excluded.state, seen_at = excluded.seen_at,
-                                      steps = excluded.steps, running = excluded.running;
+                                      steps = excluded.steps, running = excluded.running,
+                                      lanes = excluded.lanes;
 
 -- name: forget_workers
 DELETE FROM workers WHERE seen_at < :cutoff;

@@ -146,7 +146,8 @@ class ClientCalls:
         # A worker of this process with a free slot (the fast path) -- not for an execution
         # that may have to wait: for a slot of its limit, or for its debounce.
         fast = limit is None and debounce is None
-        local = self.local.reserve(priority, definition.lane) if fast else None
+        lane = self.registry.lane(definition)
+        local = self.local.reserve(priority, lane) if fast else None
         token = None if local is None else f"{local.worker_id}:{uuid.uuid4().hex}"
         store = self.store
         try:
@@ -163,7 +164,7 @@ class ClientCalls:
                     trace_context=HookChain(self.hooks).trace_context() if self.hooks else None,
                     limit=limit,
                     debounce=debounce,
-                    lane=definition.lane,
+                    lane=lane,
                 )
             )
         except BaseException:

@@ -177,7 +177,8 @@ class Dispatcher:
             if event is None or schedule is None or definition is None:
                 await self._park_unknown(lease, f"schedule {lease.group_id} is not registered here")
                 return
-            flow = self.schedule_flows.fire(lease, schedule, definition, event.at)
+            lane = registry.lane(definition)
+            flow = self.schedule_flows.fire(lease, schedule, definition, lane, event.at)
             outcome = await self.store.run(flow)
             if outcome.skipped:
                 log.warning(

@@ -29,6 +29,7 @@ from raftflow.transports.db.flow import Flow
 from raftflow.transports.payload import from_json
 
 if TYPE_CHECKING:
+    from raftflow.engine.runtime.lanes import ServedLanes
     from raftflow.engine.runtime.worker import WorkerOptions, WorkerStats
 
 log = logging.getLogger("raftflow.worker")
@@ -72,7 +73,7 @@ class RunHost:
         transport: AsyncTransport,
         store: AsyncStore,
         local: LocalWorkers,
-        lanes: tuple[str, ...],
+        lanes: ServedLanes,
         stopping: asyncio.Event,
         running: Callable[[], int],
     ) -> None:
@@ -177,7 +178,9 @@ class RunHost:
 
     async def _read_waiting_now(self) -> None:
         try:
-            ready = await self.transport.claimable(self.options.min_priority, lanes=self.lanes)
+            ready = await self.transport.claimable(
+                self.options.min_priority, lanes=self.lanes.current
+            )
         except Exception as exc:  # unknown (a claim would fail too: nobody is kept out)
             log.debug("worker %s: reading the claimable groups failed: %s", self.worker_id, exc)
             self._waiting = None

@@ -30,6 +30,7 @@ from raftflow.engine.runtime.dispatch import Dispatcher
 from raftflow.engine.runtime.duties import Duty
 from raftflow.engine.runtime.heartbeat import Heartbeat
 from raftflow.engine.runtime.host import Definitions, RunHost, WorkerContext
+from raftflow.engine.runtime.lanes import Adoption, ServedLanes
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.presence import Presence, PresenceState
 from raftflow.engine.runtime.retention import Retention
@@ -57,7 +58,7 @@ class Served:
     bridge to the rest of its process -- given to the run, never reached for."""
 
     definitions: Definitions
-    lanes: tuple[str, ...]  # what it claims (engine/workflow/queues.py)
+    lanes: ServedLanes  # what it claims (engine/runtime/lanes.py)
     schedules: dict[str, Schedule]
     retention: timedelta | None
     local: LocalWorkers
@@ -109,6 +110,8 @@ class WorkerRun:
         self.duties: list[Duty] = [Presence(self, store, served.presence, retention)]
         if retention is not None:
             self.duties.append(retention)
+        if options.adopt_older:
+            self.duties.append(Adoption(worker_id, store, served.lanes))
         self.duties.append(
             ScheduleKeeper(
                 worker_id, store, list(served.schedules.values()), retry_delay=options.retry_delay
@@ -124,7 +127,7 @@ class WorkerRun:
 
     @property
     def lanes(self) -> tuple[str, ...]:
-        return self.served.lanes
+        return self.served.lanes.current
 
     def draining(self) -> bool:
         return self.stopping.is_set()
@@ -255,7 +258,7 @@ class WorkerRun:
                 if idle:
                     stats.polls += 1
                     ready = await self.transport.claimable(
-                        options.min_priority, lanes=self.served.lanes
+                        options.min_priority, lanes=self.served.lanes.current
                     )
                     if not ready:
                         await self._until(self.stopping, poll)
@@ -292,7 +295,7 @@ class WorkerRun:
             free,
             options.min_priority,
             self.runs.fingerprints(),
-            self.served.lanes,
+            self.served.lanes.current,
         )
 
     async def _until(self, event: asyncio.Event, timeout: float | None) -> None:

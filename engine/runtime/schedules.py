@@ -131,10 +131,10 @@ class ScheduleFlows:
         return [schedule for schedule in schedules if schedule.group_id not in present]
 
     def fire(
-        self, lease: Lease, schedule: Schedule, definition: WorkflowDef, since: float
+        self, lease: Lease, schedule: Schedule, definition: WorkflowDef, lane: str, since: float
     ) -> Flow[FireOutcome]:
-        """Start the executions of the due times and park the schedule until its next time
-        (fenced by ``lease``)."""
+        """Start the executions of the due times (in ``lane``: the firing code's version)
+        and park the schedule until its next time (fenced by ``lease``)."""
         now = yield from self.clock.now()
         due, skipped = schedule.due(since, now)
         next_at = schedule.next_after(now)  # claimed early (clock skew): due is empty
@@ -146,7 +146,7 @@ class ScheduleFlows:
                 "event": RUN_TEXT,
                 "deadline": None if definition.timeout is None else now + definition.timeout,
                 "commit_id": uuid.uuid4().hex,
-                "lane": definition.lane,
+                "lane": lane,
             }
             for at in due
         ]

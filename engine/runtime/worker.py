@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from raftflow.engine.runtime.heartbeat import MIN_LEASE
 from raftflow.engine.runtime.hooks import HookChain
 from raftflow.engine.runtime.presence import PresenceState
-from raftflow.engine.workflow.queues import check_queues, served_lanes
+from raftflow.engine.workflow.queues import check_queues
 from raftflow.transports.payload import check_id, check_priority
 
 from raftflow.errors import InvalidArgumentError
@@ -51,6 +51,9 @@ class WorkerOptions:
     # The named queues it serves (None: every queue of the workflows it registers). It
     # claims only executions of the workflows it registers, in these queues.
     queues: tuple[str, ...] | None = None
+    # Also claim, from its next beat on, the executions of its workflows that code of
+    # another version started and that no live worker serves (engine/runtime/lanes.py).
+    adopt_older: bool = False
     # The lease length, in seconds (``raftflow worker --lease``): how long an execution this
     # worker holds stays its own without the heartbeat renewing it -- and so how long the
     # executions of a worker that crashed, was killed or cut off wait before another worker
@@ -131,6 +134,8 @@ class WorkerOptions:
             raise InvalidArgumentError(
                 f"sticky_cache_mb must be a positive number or None, not {self.sticky_cache_mb!r}"
             )
+        if not isinstance(self.adopt_older, bool):
+            raise InvalidArgumentError(f"adopt_older must be a bool, not {self.adopt_older!r}")
         if not isinstance(self.yield_idle_turns, bool):
             raise InvalidArgumentError(
                 f"yield_idle_turns must be a bool, not {self.yield_idle_turns!r}"
@@ -208,6 +213,7 @@ class Worker:
     async def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Work until :meth:`stop` is called."""
         from raftflow.engine.runtime.host import Definitions, WorkerContext
+        from raftflow.engine.runtime.lanes import ServedLanes
         from raftflow.engine.runtime.run import Served, WorkerRun
 
         if self._stop_requested.is_set():
@@ -218,9 +224,7 @@ class Worker:
             return
         engine = self.engine
         transport = engine.transport.to_async()
-        lanes = served_lanes(
-            ((w.queue, w.name) for w in engine.registry.workflows.values()), self.options.queues
-        )
+        lanes = ServedLanes(engine.registry, self.options.queues, engine.schedules)
         served = Served(
             definitions=Definitions(engine.registry, engine.max_payload_bytes, engine.max_history),
             lanes=lanes,

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 
 from raftflow.engine.workflow.context import current_activation
 from raftflow.engine.workflow.drivers import adrive, drive
-from raftflow.engine.workflow.queues import DEFAULT_QUEUE
+from raftflow.engine.workflow.queues import DEFAULT_QUEUE, lane
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.registry import Registry, StepDef, WorkflowDef
 from raftflow.engine.workflow.retry import Retry
@@ -131,7 +131,9 @@ class Definitions:
             definition = self.registry.workflows[workflow_name]
             schedule = Schedule.of(workflow_name, *schedule_args)
             check_input(schedule, definition)
-            self.schedules[workflow_name] = replace(schedule, lane=definition.lane)
+            self.schedules[workflow_name] = replace(
+                schedule, lane=lane(definition.queue, definition.name)
+            )
             return fn
 
         return register

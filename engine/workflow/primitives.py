@@ -114,7 +114,7 @@ def start_child(
             parent_id=run.execution_id,
             timeout=definition.timeout,
             limit=limit,
-            lane=definition.lane,
+            lane=run.host.registry.lane(definition),
         )
         outcome: Outcome = yield Io(flow)
         if isinstance(outcome.value, StartOutcome):

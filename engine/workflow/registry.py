@@ -20,6 +20,7 @@ from raftflow.engine.workflow.keys import user_key
 from raftflow.engine.workflow.queues import DEFAULT_QUEUE, check_queue, lane
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.retry import Retry
+from raftflow.engine.workflow.versions import check_version, source_version
 from raftflow.transports.payload import check_id, check_seconds
 
 from raftflow.errors import ConfigurationError, InputValidationError, UnknownWorkflowError
@@ -121,11 +122,6 @@ class WorkflowDef:
     concurrency_key: Callable[[Any], str] | None = None
     queue: str = DEFAULT_QUEUE  # its executions' queue: workers serving it claim them
 
-    @property
-    def lane(self) -> str:
-        """The lane of its executions' events (engine/workflow/queues.py)."""
-        return lane(self.queue, self.name)
-
     @classmethod
     def of(
         cls,
@@ -218,12 +214,30 @@ def _timeout(value: float | None) -> float | None:
 class Registry:
     """The workflows and steps of one engine, by name."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: str | None = None) -> None:
         self.workflows: dict[str, WorkflowDef] = {}
         self.steps: dict[str, StepDef] = {}
+        #: The version given to the engine (None: the hash of its workflows' source).
+        self.explicit_version = None if version is None else check_version(version)
+        self._hashed: tuple[int, str] | None = None  # (workflows hashed, their version)
 
     def add_workflow(self, definition: WorkflowDef) -> None:
         self.workflows[_unique("workflows", self.workflows, definition)] = definition
+
+    @property
+    def version(self) -> str:
+        """The version executions started by this code are pinned to
+        (engine/workflow/versions.py)."""
+        if self.explicit_version is not None:
+            return self.explicit_version
+        if self._hashed is None or self._hashed[0] != len(self.workflows):
+            found = source_version((name, w.fn) for name, w in self.workflows.items())
+            self._hashed = (len(self.workflows), found)
+        return self._hashed[1]
+
+    def lane(self, definition: WorkflowDef) -> str:
+        """The lane of an execution of ``definition`` started by this code."""
+        return lane(definition.queue, definition.name, self.version)
 
     def add_step(self, definition: StepDef) -> None:
         self.steps[_unique("steps", self.steps, definition)] = definition

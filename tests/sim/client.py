@@ -109,7 +109,7 @@ class Client:
                     timeout=definition.timeout,
                     limit=definition.limit(payload),
                     debounce=DEBOUNCE if item.workflow == "debounced" else None,
-                    lane=definition.lane,
+                    lane=workload.engine.registry.lane(definition),
                 ),
                 f"start {item.id}",
             )

@@ -109,7 +109,7 @@ def test_a_schedule_claimed_early_fires_nothing_and_waits_for_the_same_time() ->
     schedule = Schedule("job", "* * * * *")
     flows = ScheduleFlows(LocalClock(time_source=lambda: T0 - 0.3))
     lease = Lease(seq=1, group_id=schedule.group_id, event={}, token="t", expires_at=T0 + 30)
-    flow = flows.fire(lease, schedule, WorkflowDef.of(job, None), T0)
+    flow = flows.fire(lease, schedule, WorkflowDef.of(job, None), "default/job@v1", T0)
     request = next(flow)
     params = request.statements[0].params
     assert isinstance(params, dict)
@@ -234,10 +234,10 @@ def test_a_worker_whose_lease_lapsed_cannot_fire_again(tmp_path: Path) -> None:
     clock.set(T0 + 10)  # a's lease lapsed; b claims the same message
     (second,) = store.claim(transport, "b", 5.0)
     assert first.lease.seq == second.lease.seq and first.lease.token != second.lease.token
-    outcome = store.run(flows.fire(second.lease, schedule, definition, T0))
+    outcome = store.run(flows.fire(second.lease, schedule, definition, "default/job@v1", T0))
     assert outcome.applied and outcome.started == [schedule.execution_id(T0)]
     clock.set(T0 + 61)  # a wakes up after the next time came due
-    late = store.run(flows.fire(first.lease, schedule, definition, T0))
+    late = store.run(flows.fire(first.lease, schedule, definition, "default/job@v1", T0))
     assert not late.applied
     assert [r.id for r in engine.list()] == ["job@2026-03-01T12:00:00+00:00"]
     (info,) = engine.list_schedules()

@@ -16,6 +16,7 @@ from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.output import Progress, json_option, print_json, progress, table
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.runtime.worker import Worker, WorkerOptions
+from raftflow.engine.workflow.versions import check_version
 
 from raftflow.errors import InvalidArgumentError
 
@@ -32,6 +33,20 @@ from raftflow.errors import InvalidArgumentError
     metavar="NAME",
     help="A named queue to serve (repeat for several). Default: every queue of the app's "
     "workflows. A worker claims only executions of the workflows its app registers.",
+)
+@click.option(
+    "--version",
+    "--app-version",
+    "app_version",
+    metavar="VERSION",
+    help="The version of the app's code (default: the Engine's: a hash of its workflows' "
+    "source, unless it was given one). It runs only executions its version started.",
+)
+@click.option(
+    "--adopt-older",
+    is_flag=True,
+    help="Also run the executions of its workflows that other versions started and that "
+    "no live worker serves (check them first: raftflow replay).",
 )
 @click.option(
     "--lease",
@@ -78,6 +93,8 @@ def worker(
     worker_id: str | None,
     min_priority: int,
     queues: tuple[str, ...],
+    app_version: str | None,
+    adopt_older: bool,
     lease: float,
     metrics_port: int | None,
     metrics_bind: str,
@@ -98,6 +115,8 @@ def worker(
 
     configure_logging(log_format, verbose)
     engine = load_engine(app)
+    if app_version is not None:
+        engine.registry.explicit_version = check_version(app_version)
     if conn.url:
         engine.connect(conn.url, **conn.options())
     if log_format == "json":
@@ -118,6 +137,7 @@ def worker(
         worker_id=worker_id,
         min_priority=min_priority,
         queues=queues or None,
+        adopt_older=adopt_older,
         visibility=lease,
     )
 

@@ -14,6 +14,7 @@ from raftflow.engine.ops.cli import (
     operations,
     recovery,
     replay,
+    versions,
 )
 from raftflow.engine.ops.cli.exits import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
 
@@ -54,6 +55,7 @@ for command in (
     *recovery.COMMANDS,
     *replay.COMMANDS,
     *operations.COMMANDS,
+    *versions.COMMANDS,
     *dashboard.COMMANDS,
     *admin.COMMANDS,
 ):

@@ -71,7 +71,8 @@ def queue(conn: Connection, as_json: bool) -> None:
             ]
             for d in lanes
         ]
-        headers = ["QUEUE", "WORKFLOW", "QUEUED", "READY", "RUNNING", "OLDEST READY", "WORKERS"]
+        headers = ["QUEUE", "WORKFLOW", "VERSION", "QUEUED", "READY", "RUNNING", "OLDEST"]
+        headers.append("WORKERS")
         click.echo(table(lane_rows, headers) + "\n")
     rows = [
         [p.priority, p.groups, p.ready, format_duration(p.oldest_ready_age)]
@@ -225,18 +226,18 @@ def schedules(count: int, remove: str | None, conn: Connection, as_json: bool) -
     )
 
 
-def _named(lane: str) -> tuple[str, str]:
-    """A lane's queue and workflow as the tables show them."""
-    return lane_parts(lane) or ("-", "(any: started before queues)")
+def _named(lane: str) -> tuple[str, str, str]:
+    """A lane's queue, workflow and version as the tables show them."""
+    parts = lane_parts(lane)
+    if parts is None:
+        return "-", "(any: started before queues)", "-"
+    queue, workflow, version = parts
+    return queue, workflow, version or "(schedule)"
 
 
 def _named_dict(lane: str) -> dict[str, str | None]:
-    parts = lane_parts(lane)
-    return (
-        {"queue": None, "workflow": None}
-        if parts is None
-        else dict(zip(("queue", "workflow"), parts))
-    )
+    queue, workflow, version = lane_parts(lane) or (None, None, None)
+    return {"queue": queue, "workflow": workflow, "version": version}
 
 
 def vars_of(value: object) -> dict[str, object]:
