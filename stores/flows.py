@@ -33,7 +33,7 @@ from raftflow.stores.rows import (
 )
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
-from raftflow.transports.db.flow import Flow, Request
+from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.lanes import check_lane
 from raftflow.transports.payload import (
     MAX_PAYLOAD_BYTES,
@@ -250,10 +250,10 @@ class StoreFlows:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return Status(row["status"])
 
-    def resume(self, execution_id: str, event: Any) -> Flow[bool]:
+    def resume(self, execution_id: str, event: Any, lane: str | None = None) -> Flow[bool]:
         """Queue a failed or cancelled execution again (one transactional request); False
         for any other status, which is left as it is. The step it runs again keeps its
-        failed attempts in its history."""
+        failed attempts in its history. ``lane``: move it there (another version's)."""
         check_id(execution_id, what="execution_id")
         commit_id = uuid.uuid4().hex
         params = {
@@ -269,37 +269,46 @@ class StoreFlows:
                 QUERIES("resume_set_aside", kept),
                 QUERIES("resume", params),
                 QUERIES("resume_kept", kept),
+                *_moved(execution_id, commit_id, lane),
                 QUERIES("resumed", check),
             ),
             transaction=True,
         )
-        row = response.raise_for_errors()[3].first()
+        row = response.raise_for_errors().result_of("store.resumed").first()
         if row is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return bool(row["resumed"])
 
     def fork(
-        self, source: str, from_step: int, execution_id: str, event: Any
+        self,
+        source: str,
+        from_step: int,
+        execution_id: str,
+        event: Any,
+        lane: str | None = None,
     ) -> Flow[ExecutionRecord]:
         """A new execution reusing ``source``'s first ``from_step`` records (one
-        transactional request; idempotent by ``execution_id``). :class:`InvalidArgumentError`
-        for a ``from_step`` past the source's recorded calls (nothing is written)."""
+        transactional request; idempotent by ``execution_id``), in ``source``'s lane or in
+        ``lane``. :class:`InvalidArgumentError` for a ``from_step`` past the source's
+        recorded calls (nothing is written)."""
         check_id(source, what="execution_id")
         check_id(execution_id, what="execution_id")
         if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0:
             raise InvalidArgumentError(f"from_step must be an int >= 0, not {from_step!r}")
+        commit_id = uuid.uuid4().hex
         params = {
             "id": execution_id,
             "source": source,
             "from_step": from_step,
             "event": to_json(event, what="event"),
             "now": (yield from self.clock.now()),
-            "commit_id": uuid.uuid4().hex,
+            "commit_id": commit_id,
         }
         response = yield Request(
             (
                 QUERIES("fork_range", params),
                 QUERIES("fork", params),
+                *_moved(execution_id, commit_id, lane),
                 QUERIES("get", {"id": execution_id}),
             ),
             transaction=True,
@@ -317,7 +326,7 @@ class StoreFlows:
                 f"execution {source!r} recorded {calls} call(s): from_step must be "
                 f"0..{calls}, not {from_step}"
             )
-        row = results[2].first()
+        row = results.result_of("store.get").first()
         if row is None:
             raise ExecutionNotFoundError(f"execution {execution_id!r} could not be forked")
         return execution_from_row(row)
@@ -366,6 +375,14 @@ class StoreFlows:
         params = {"execution_id": execution_id, "key": check_topic(key, what="event key")}
         rows = yield from read(QUERIES("get_event", params), strong_if_empty=True)
         return (True, from_json(rows[0]["value"])) if rows else (False, None)
+
+
+def _moved(execution_id: str, commit_id: str, lane: str | None) -> tuple[Statement, ...]:
+    """The statements that move the execution a resume or fork wrote to ``lane``."""
+    if lane is None:
+        return ()
+    params = {"id": execution_id, "commit_id": commit_id, "lane": check_lane(lane)}
+    return QUERIES("move_execution", params), QUERIES("move_group", params)
 
 
 def _started(execution_id: str, row: dict[str, Any] | None) -> StartOutcome:

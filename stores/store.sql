@@ -433,6 +433,15 @@ UPDATE steps SET status = 'retrying' WHERE execution_id = :id AND status = 'resu
 -- name: resumed
 SELECT commit_id = :commit_id AS resumed, status FROM executions WHERE id = :id;
 
+-- name: move_execution
+-- resume or fork to another version (its lane): the execution this request resumed or
+-- created (its commit id), and its group, made by the request's event.
+UPDATE executions SET lane = :lane WHERE id = :id AND commit_id = :commit_id;
+
+-- name: move_group
+UPDATE groups SET lane = :lane
+WHERE group_id = :id AND EXISTS (SELECT 1 FROM executions WHERE id = :id AND commit_id = :commit_id);
+
 -- name: fork_range
 -- engine.fork()'s check, in its request: does the source exist, and how many calls did it
 -- record (from_step is 0 .. that number; beyond it the fork would copy every record,

@@ -297,26 +297,45 @@ class ClientCalls:
         """:meth:`cancel`, awaited."""
         return await asyncio.to_thread(self.cancel, execution_id)
 
-    def resume(self, execution_id: str) -> bool:
+    def resume(self, execution_id: str, *, to_current_version: bool = False) -> bool:
         """Run a failed or cancelled execution again from its last recorded step, on the
         code deployed now (the step that failed it runs again, with a new round of its
         ``Retry`` and its failed attempts kept in its history; the steps before it are
-        replayed from their records). False, and nothing changes, for any other status."""
+        replayed from their records). False, and nothing changes, for any other status.
+
+        It stays pinned to the version that started it (its workers run it), unless
+        ``to_current_version``: then this engine's version runs it (replaying the history
+        the older code recorded: check it with :meth:`replay` first)."""
         check_id(execution_id, what="execution_id")
-        return self.store.run(self.store.flows.resume(execution_id, RUN))
+        lane = self._current_lane(execution_id) if to_current_version else None
+        return self.store.run(self.store.flows.resume(execution_id, RUN, lane))
 
     def fork(
-        self, execution_id: str, from_step: int, *, new_execution_id: str | None = None
+        self,
+        execution_id: str,
+        from_step: int,
+        *,
+        new_execution_id: str | None = None,
+        to_current_version: bool = False,
     ) -> WorkflowHandle[Any]:
         """Start a new execution of the same workflow and input that reuses the recorded
         results of ``execution_id``'s calls ``0 .. from_step - 1`` (their functions are not
         called) and runs from call ``from_step`` on the code deployed now: fix the bug,
         then run again from the step that failed. Idempotent by ``new_execution_id``.
         :class:`InvalidArgumentError` for a ``from_step`` past the calls ``execution_id``
-        recorded (nothing is written)."""
+        recorded (nothing is written). The new execution is pinned to the source's version,
+        or with ``to_current_version`` to this engine's."""
         new_id = new_execution_id or uuid.uuid4().hex
-        self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN))
+        lane = self._current_lane(execution_id) if to_current_version else None
+        self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN, lane))
         return WorkflowHandle(self, new_id)  # type: ignore[arg-type]
+
+    def _current_lane(self, execution_id: str) -> str:
+        """The lane an execution's workflow has in this engine's version."""
+        record = self.store.get(execution_id)
+        if record is None:
+            raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
+        return self.registry.lane(self.registry.workflow(record.workflow))
 
     # -- check code against histories ----------------------------------------------------
 

@@ -89,7 +89,13 @@ def url(rqlite_cluster: LocalCluster) -> str:
 
 def left_parked(schedule: Schedule, at: float) -> Flow[None]:
     """A schedule's message as a worker stopped since ``at`` left it: parked for ``at``."""
-    params = {"group_id": schedule.group_id, "event": schedule.event(at), "now": at, "at": at}
+    params = {
+        "group_id": schedule.group_id,
+        "event": schedule.event(at),
+        "now": at,
+        "at": at,
+        "lane": schedule.lane,
+    }
     response = yield Request((SCHEDULES("ensure", params),))
     response.raise_for_errors()
 
