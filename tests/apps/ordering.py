@@ -82,7 +82,11 @@ def sequence(spec: Spec) -> list[int]:
     return [numbered(spec, i) for i in range(spec.steps)]
 
 
-@engine.workflow
+#: The named queue of the async twin (the chaos suite's workers serving one queue each).
+ASYNC_QUEUE = "async"
+
+
+@engine.workflow(queue=ASYNC_QUEUE)
 async def asequence(spec: Spec) -> list[int]:
     return [await anumbered(spec, i) for i in range(spec.steps)]
 

@@ -343,7 +343,8 @@ class Scenario:
 
     # -- workers --------------------------------------------------------------------------
 
-    def spawn(self, *, wait: bool = True) -> Worker:
+    def spawn(self, *, wait: bool = True, **options: object) -> Worker:
+        """Start a worker process (``options``: more of its command line's, e.g. ``queue``)."""
         n = len(self.workers)
         worker_id = f"chaos-w{n}"
         url = self.worker_url(n)
@@ -355,7 +356,7 @@ class Scenario:
             concurrency=o.concurrency,
             visibility=o.visibility,
             worker_id=worker_id,
-            **o.worker_options,
+            **{**o.worker_options, **options},
         )
         worker = Worker(n, worker_id, url, process)
         self.workers.append(worker)
