@@ -52,14 +52,15 @@ class LaneFlows:
         self.clock = clock
 
     def depths(self) -> Flow[list[LaneDepth]]:
-        """Every lane that holds a group, with the live workers that serve it."""
+        """Every lane that holds a group, with the live workers that serve it (a ``weak``
+        read: no Raft entry, for the dashboard's refreshes too)."""
         now = yield from self.clock.now()
         response = yield Request(
             (
                 QUERIES("lane_depth", {"now": now, "limit": MAX_LANES_LISTED}),
                 QUERIES("serving_workers", {"since": now - LIVE_WITHIN}),
             ),
-            level="strong",
+            level="weak",
         )
         response.raise_for_errors()
         served = [lanes_of(row["lanes"]) for row in response[1].dicts()]

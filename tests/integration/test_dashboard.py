@@ -318,6 +318,10 @@ def test_the_queue_and_schedules_pages_and_the_queue_command(running: dict[str, 
     with httpx.Client(base_url=base, timeout=10) as client:
         queue = client.get("/queue").text
         assert 'id="waiting">1<' in queue and 'href="/executions/settle-2"' in queue
+        assert (
+            'id="queues"' in queue
+            and f'<td>settle</td><td class="mono">{ops.engine.version}<' in queue
+        )
         schedules = client.get("/schedules").text
         assert running["fired"].id in schedules and "0 3 * * *" in schedules
         assert len(client.get("/schedules?next=5").text.split("03:00:00 UTC")) == 6
@@ -339,6 +343,10 @@ def test_the_queue_and_schedules_pages_and_the_queue_command(running: dict[str, 
     assert limit["limit_key"] == "settle" and limit["workflow"] == "settle"
     assert (limit["limit"], limit["holding"], limit["waiting"]) == (1, 1, 1)
     assert limit["next"] == running["gated"].id and limit["next_waited"] >= 0
+    # Per queue and workflow: the two settlements (holding, gated), served by the live worker.
+    (settle,) = [q for q in data["queues"] if q["workflow"] == "settle"]
+    assert (settle["queue"], settle["version"]) == ("default", ops.engine.version)
+    assert settle["groups"] == 2 and settle["workers"] >= 1
     human = subprocess.run(
         [sys.executable, "-m", "raftflow", "queue", "--url", running["url"]],
         cwd=ROOT,

@@ -28,6 +28,7 @@ from raftflow.engine.ops.ui.sessions import Sessions
 from raftflow.engine.ops.ui.signin import signin_routes
 from raftflow.engine.ops.ui.timeline import durations, format_age, timeline
 from raftflow.engine.runtime.schedules import ScheduleFlows
+from raftflow.engine.workflow.queues import lane_parts
 from raftflow.stores.inspect import Inspector
 from raftflow.stores.records import Status
 from starlette.applications import Starlette
@@ -147,7 +148,8 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
         )
 
     def queue(request: Request) -> Response:
-        return page(request, "queue.html", q=inspector.queue())
+        lanes = [(lane_parts(d.lane) or ("-", "(any)", None), d) for d in inspector.lanes()]
+        return page(request, "queue.html", q=inspector.queue(), lanes=lanes)
 
     def schedules(request: Request) -> Response:
         count = number_param(request, "next", 3, 1, 20)
