@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,19 @@ def app(url: str, version: str | None = None, *, extra: bool = False) -> tuple[E
     return engine, calc
 
 
+@pytest.fixture
+def apps(tmp_path: Path) -> Iterator[tuple[tuple[Engine, Any], tuple[Engine, Any]]]:
+    """Versions 1 and 2 of one app on one SQLite file: (engine, workflow) each."""
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    one, two = app(url, "1"), app(url, "2")
+    yield one, two
+    one[0].close()
+    two[0].close()
+
+
+Apps = tuple[tuple[Engine, Any], tuple[Engine, Any]]
+
+
 def test_the_default_version_is_the_same_in_every_process_and_follows_the_workflows() -> None:
     code = (
         "from tests.apps import upgrade_v1 as a, upgrade_v2 as b; "
@@ -80,61 +94,41 @@ def test_versions_and_lanes_are_checked_and_read_back() -> None:
     assert served == ("", "billing/b", "billing/b@v1")
 
 
-def test_an_execution_runs_only_on_its_own_version_unless_a_worker_adopts_it(
-    tmp_path: Path,
-) -> None:
-    url = f"sqlite:///{tmp_path / 'v.db'}"
-    v1, calc1 = app(url, "1")
-    v2, calc2 = app(url, "2")
-    try:
-        old = v1.start(calc1, 5)
-        with v2.running_worker():
-            new = v2.start(calc2, 5)
-            assert new.result(timeout=10) == 10
-            with pytest.raises(ResultTimeoutError):  # version 1's: not this worker's
-                old.result(timeout=1)
+def test_an_execution_runs_only_on_its_own_version_unless_a_worker_adopts_it(apps: Apps) -> None:
+    (v1, calc1), (v2, calc2) = apps
+    old = v1.start(calc1, 5)
+    with v2.running_worker():
+        new = v2.start(calc2, 5)
+        assert new.result(timeout=10) == 10
+        with pytest.raises(ResultTimeoutError):  # version 1's: not this worker's
+            old.result(timeout=1)
+    assert old.status() is Status.PENDING
+    with v2.running_worker(adopt_older=True):  # no live worker serves version 1
+        assert old.result(timeout=10) == 10
+
+
+def test_a_worker_adopts_a_version_only_once_no_live_worker_serves_it(apps: Apps) -> None:
+    (v1, calc1), (v2, _) = apps
+    old = v1.start(calc1, 4)  # priority 0: below the live version-1 worker's floor
+    with v1.running_worker(min_priority=4) as live:
+        inspector = Inspector(v2.store.database)
+        wait_until(lambda: live.worker_id in {w.worker_id for w in inspector.workers()})
+        with v2.running_worker(adopt_older=True), pytest.raises(ResultTimeoutError):
+            old.result(timeout=1.5)  # version 1 has a live worker: not adopted
         assert old.status() is Status.PENDING
-        with v2.running_worker(adopt_older=True):  # no live worker serves version 1
-            assert old.result(timeout=10) == 10
-    finally:
-        v1.close()
-        v2.close()
+    # That worker stopped (its last beat says so): the next one adopts at once.
+    with v2.running_worker(adopt_older=True):
+        assert old.result(timeout=10) == 8
 
 
-def test_a_worker_adopts_a_version_only_once_no_live_worker_serves_it(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'v.db'}"
-    v1, calc1 = app(url, "1")
-    v2, _ = app(url, "2")
-    try:
-        old = v1.start(calc1, 4)  # priority 0: below the live version-1 worker's floor
-        with v1.running_worker(min_priority=4) as live:
-            inspector = Inspector(v2.store.database)
-            wait_until(lambda: live.worker_id in {w.worker_id for w in inspector.workers()})
-            with v2.running_worker(adopt_older=True), pytest.raises(ResultTimeoutError):
-                old.result(timeout=1.5)  # version 1 has a live worker: not adopted
-            assert old.status() is Status.PENDING
-        # That worker stopped (its last beat says so): the next one adopts at once.
-        with v2.running_worker(adopt_older=True):
-            assert old.result(timeout=10) == 8
-    finally:
-        v1.close()
-        v2.close()
-
-
-def test_promote_moves_an_old_versions_executions_to_the_new_one(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'v.db'}"
-    v1, calc1 = app(url, "1")
-    v2, _ = app(url, "2")
-    try:
-        handles = [v1.start(calc1, n) for n in range(3)]
-        store = v2.store
-        moved = store.run(LaneFlows(store.clock).promote("1", "2"))
-        assert moved == 3
-        with v2.running_worker():
-            assert [h.result(timeout=10) for h in handles] == [0, 2, 4]
-    finally:
-        v1.close()
-        v2.close()
+def test_promote_moves_an_old_versions_executions_to_the_new_one(apps: Apps) -> None:
+    (v1, calc1), (v2, _) = apps
+    handles = [v1.start(calc1, n) for n in range(3)]
+    store = v2.store
+    moved = store.run(LaneFlows(store.clock).promote("1", "2"))
+    assert moved == 3
+    with v2.running_worker():
+        assert [h.result(timeout=10) for h in handles] == [0, 2, 4]
 
 
 def test_resume_and_fork_keep_the_version_or_move_to_the_current_one(tmp_path: Path) -> None:
