@@ -78,11 +78,14 @@ RELEASE = "UPDATE messages SET locked_by = NULL, lock_expiry = 0 WHERE locked_by
 
 
 def raftflow_claims(ctx: Context) -> dict[str, Any]:
+    from raftflow.engine.workflow.queues import UNROUTED
     from raftflow.stores.claim import claim_context
     from raftflow.transports.db.flow import Request, Statement, run_flow
+    from raftflow.transports.lanes import lanes_param
     from raftflow.transports.queue import QUERIES as QUEUE
 
     s = ctx.settings
+    served = lanes_param([UNROUTED])  # the lane of the executions filled in (they name none)
     engine = Engine.from_url(ctx.cluster.leader_url)
     conn, flows = engine.store.database.connection, engine.transport.flows
     cases: list[dict[str, Any]] = []
@@ -99,8 +102,8 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
                 for n in range(s.claim_samples):
                     now = run_flow(conn, flows.clock.now())
                     token = f"bench-scale:{uuid.uuid4().hex}"
-                    request = Request(
-                        flows.claim_statements(token, now, now + 30.0, limit, 0)
+                    request = Request(  # a worker's claim: of the lanes it serves
+                        flows.claim_statements(token, now, now + 30.0, limit, 0, served)
                         + claim_context(token, now)
                     )
                     started = time.perf_counter()
@@ -116,7 +119,7 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
                         ctx.progress.update(f"{key}: {n}/{s.claim_samples}")
             for _ in range(s.claim_samples):
                 started = time.perf_counter()
-                run_flow(conn, flows.claimable(0))
+                run_flow(conn, flows.claimable(0, [UNROUTED]))
                 timings.setdefault("raftflow idle poll (weak read)", []).append(
                     time.perf_counter() - started
                 )
@@ -127,7 +130,8 @@ def raftflow_claims(ctx: Context) -> dict[str, Any]:
         # the claimed rows (the UPDATE's `seq IN (...)`), at the largest size.
         now = run_flow(conn, flows.clock.now())
         params = {"now": now, "limit": 1, "min_priority": 0}
-        found = re.search(r"WHERE seq IN \((.*)\)\s*$", QUEUE.queries["claim"], re.S)
+        params["lanes"] = served
+        found = re.search(r"WHERE seq IN \((.*)\)\s*$", QUEUE.queries["claim_served"], re.S)
         if found:
             sql = "EXPLAIN QUERY PLAN " + found.group(1)
             rows = conn.send(Request((Statement("plan", sql, params),), level="weak"))
