@@ -131,7 +131,7 @@ class ClientCalls:
         """
         definition = self.registry.workflow(workflow)
         payload = definition.encode_input(input)
-        limit = definition.limit(payload)
+        limit = self.registry.limit(definition, payload)
         if debounce is not None:
             debounce = _debounce(debounce, execution_id, limit)
         run = workflow_run("start", False)
@@ -210,7 +210,7 @@ class ClientCalls:
             raise InvalidArgumentError("debounce is for starts outside a workflow")
         definition = self.registry.workflow(workflow)
         payload = definition.encode_input(input)
-        limit = definition.limit(payload)
+        limit = self.registry.limit(definition, payload)
         flow = primitives.start_child(run, definition, payload, execution_id, priority, limit)
         return WorkflowHandle(self, await adrive(run, flow))  # type: ignore[arg-type]
 

@@ -93,6 +93,15 @@ class Definitions:
 
         return register(fn) if fn is not None else register
 
+    def limit_queue(self, queue: str, *, concurrency: int) -> None:
+        """At most ``concurrency`` executions of the named ``queue`` admitted at once,
+        cluster-wide, as ``@engine.workflow(concurrency=N)`` limits one workflow's: an
+        execution holds its slot from its first claim until it finishes (a sleep keeps it);
+        the others wait in the queue in start order, never claimed. Declare it where the
+        workflows are (the process that starts an execution applies it). A workflow with a
+        limit of its own cannot be in a limited queue (an execution holds one limit)."""
+        self.registry.limit_queue(queue, concurrency)
+
     def scheduled(
         self,
         cron: str,

@@ -220,9 +220,41 @@ class Registry:
         #: The version given to the engine (None: the hash of its workflows' source).
         self.explicit_version = None if version is None else check_version(version)
         self._hashed: tuple[int, str] | None = None  # (workflows hashed, their version)
+        #: Named queues' concurrency limits: at most N of their executions admitted at once.
+        self.queue_limits: dict[str, int] = {}
 
     def add_workflow(self, definition: WorkflowDef) -> None:
+        self._check_one_limit(definition.queue, definition)
         self.workflows[_unique("workflows", self.workflows, definition)] = definition
+
+    def limit_queue(self, queue: str, concurrency: int) -> None:
+        """At most ``concurrency`` executions of ``queue`` admitted at once, cluster-wide."""
+        queue = check_queue(queue)
+        slots = _concurrency(concurrency, None)
+        for definition in self.workflows.values():
+            self._check_one_limit(queue, definition, limited=True)
+        self.queue_limits[queue] = slots if slots is not None else 0
+
+    def _check_one_limit(
+        self, queue: str, definition: WorkflowDef, *, limited: bool = False
+    ) -> None:
+        limited = limited or queue in self.queue_limits
+        if definition.queue == queue and definition.concurrency and limited:
+            raise ConfigurationError(
+                f"workflow {definition.name!r} has a concurrency limit of its own and its "
+                f"queue {queue!r} one too: an execution holds one limit (give the workflow "
+                "a queue of its own, or drop one of the two)"
+            )
+
+    def limit(self, definition: WorkflowDef, payload: Any) -> tuple[str, int] | None:
+        """The limit key and slots of an execution of ``definition`` with the JSON input
+        ``payload``: its workflow's (:meth:`WorkflowDef.limit`), else its queue's
+        (key ``"queue:<name>"``), else None."""
+        own = definition.limit(payload)
+        if own is not None:
+            return own
+        slots = self.queue_limits.get(definition.queue)
+        return None if slots is None else (f"queue:{definition.queue}", slots)
 
     @property
     def version(self) -> str:

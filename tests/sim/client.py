@@ -107,7 +107,7 @@ class Client:
                     0,
                     RUN,
                     timeout=definition.timeout,
-                    limit=definition.limit(payload),
+                    limit=workload.engine.registry.limit(definition, payload),
                     debounce=DEBOUNCE if item.workflow == "debounced" else None,
                     lane=workload.engine.registry.lane(definition),
                 ),

@@ -522,3 +522,64 @@ def test_a_late_copy_of_an_earlier_debounced_start_does_not_fold_back_in(engine:
     assert expiry == 1035.0
     start(1005.0, 3)  # a start at the same time (a clock held still) still folds in
     assert engine.store.get("fold-1").input == 3  # type: ignore[union-attr]
+
+
+def test_a_queues_limit_holds_across_its_workflows(engine: Engine) -> None:
+    """``engine.limit_queue``: at most N executions of the queue's workflows at once,
+    whichever workflow; another queue's executions are not counted."""
+    tracker = Tracker()
+    engine.limit_queue("billing", concurrency=2)
+
+    @engine.step
+    def work(job: Job) -> int:
+        tracker.enter(job)
+        time.sleep(0.03)
+        tracker.leave(job)
+        return job.n
+
+    @engine.workflow(queue="billing")
+    def invoice(job: Job) -> int:
+        work(job)
+        engine.sleep(0.05)  # the slot is kept while it sleeps
+        return work(job)
+
+    @engine.workflow(queue="billing")
+    def refund(job: Job) -> int:
+        return work(job)
+
+    @engine.workflow
+    def free(job: Job) -> int:  # the default queue: no limit
+        return job.n
+
+    billing = [
+        engine.start(wf, Job(customer="a", n=i)) for i in range(4) for wf in (invoice, refund)
+    ]
+    others = [engine.start(free, Job(customer="b", n=i)) for i in range(4)]
+    with engine.running_worker(concurrency=8):
+        assert sorted(h.result(timeout=30) for h in billing) == sorted([*range(4), *range(4)])
+        assert [h.result(timeout=30) for h in others] == list(range(4))
+    assert tracker.peak["*"] <= 2
+    rows = read(engine, "SELECT DISTINCT workflow, limit_key, limit_max FROM executions")
+    assert sorted((r["workflow"], r["limit_key"], r["limit_max"]) for r in rows) == [
+        ("free", None, None),
+        ("invoice", "queue:billing", 2),
+        ("refund", "queue:billing", 2),
+    ]
+
+
+def test_a_limited_workflow_cannot_be_in_a_limited_queue(engine: Engine) -> None:
+    engine.limit_queue("billing", concurrency=2)
+    with pytest.raises(ConfigurationError, match="one limit"):
+
+        @engine.workflow(queue="billing", concurrency=1)
+        def both(n: int) -> int:
+            return n
+
+    @engine.workflow(queue="reports", concurrency=1)
+    def report(n: int) -> int:
+        return n
+
+    with pytest.raises(ConfigurationError, match="one limit"):
+        engine.limit_queue("reports", concurrency=3)
+    with pytest.raises(ConfigurationError):
+        engine.limit_queue("billing", concurrency=0)
