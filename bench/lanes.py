@@ -12,13 +12,18 @@ queue holds) ``--samples`` times, in three ways:
 - ``serves 1``: a worker that registers one of the W workflows (``claim_served``);
 - ``serves all W``: a worker that registers all of them.
 
-Rounds alternate the three, so each figure is beside the others of the same minute.
+Rounds alternate the three, so each figure is beside the others of the same minute. The
+claim is one Raft entry, whose commit dominates its latency; ``--sqlite`` also times the
+claim's SELECT alone in an in-memory SQLite with the schema (what each node's SQLite spends
+on it), at ``--sqlite-queued`` (100k) queued groups.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import sqlite3
 import time
 import uuid
 from typing import Any
@@ -29,8 +34,10 @@ from raftflow.stores.claim import claim_context
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.rows import start_params
 from raftflow.transports.db.flow import Request, Statement, run_flow
+from raftflow.transports.db.schema import MIGRATIONS
 from raftflow.transports.lanes import lanes_param
 from raftflow.transports.payload import to_json
+from raftflow.transports.queue import QUERIES as QUEUE
 from raftflow.transports.rqlite.local import LocalCluster
 
 from bench.cluster import BenchCluster
@@ -112,6 +119,41 @@ def render_row(row: dict[str, Any]) -> str:
     return f"{row['workflows']:>4} workflows waiting, {row['queued']:,} queued: " + ", ".join(cells)
 
 
+def sqlite_cost(queued: int, workflows: int, samples: int) -> dict[str, Any]:
+    """Microseconds per claim SELECT in SQLite (in memory, the migrated schema): the
+    unfiltered claim's, and a served one's for 1 and for all of ``workflows`` lanes."""
+    db = sqlite3.connect(":memory:")
+    for migration in MIGRATIONS:
+        for statement in migration.statements:
+            db.execute(statement.sql)
+    names = [lane(DEFAULT_QUEUE, f"wf{i}", "v1") for i in range(workflows)]
+    db.executemany(
+        "INSERT INTO messages (group_id, event, priority, published_at, lane) "
+        "VALUES (?, '{}', 0, ?, ?)",
+        ((f"g{i}", float(i), names[i % workflows]) for i in range(queued)),
+    )
+    heads = {
+        name: re.search(r"WHERE seq IN \((.*)\)\s*$", QUEUE.queries[name], re.S)
+        for name in ("claim", "claim_served")
+    }
+    row: dict[str, Any] = {"workflows": workflows, "queued": queued}
+    for kind, name, lanes in (
+        ("every lane", "claim", None),
+        ("serves 1", "claim_served", lanes_param([UNROUTED, names[0]])),
+        (f"serves all {workflows}", "claim_served", lanes_param([UNROUTED, *names])),
+    ):
+        found = heads[name]
+        assert found is not None
+        sql = found.group(1)
+        params = {"now": float(queued), "limit": 1, "min_priority": 0, "lanes": lanes}
+        started = time.process_time()
+        for _ in range(samples):
+            db.execute(sql, params).fetchall()
+        row[kind] = round((time.process_time() - started) / samples * 1e6, 1)
+    db.close()
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.lanes", description=__doc__)
     parser.add_argument("--queued", type=int, default=10_000)
@@ -119,8 +161,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--limit", type=int, default=1, help="leases per claim")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--sqlite", action="store_true", help="also the claim's SQLite cost")
+    parser.add_argument("--sqlite-queued", type=int, default=100_000)
+    parser.add_argument("--no-cluster", action="store_true", help="only --sqlite")
     args = parser.parse_args(argv)
-    cases = measure(args)
+    cases: list[dict[str, Any]] = [] if args.no_cluster else measure(args)
+    if args.sqlite or args.no_cluster:
+        for workflows in args.workflows:
+            row = sqlite_cost(args.sqlite_queued, workflows, 200)
+            cases.append({"sqlite_us": row})
+            cells = ", ".join(
+                f"{k} {v} us" for k, v in row.items() if k not in ("workflows", "queued")
+            )
+            print(
+                f"{workflows:>4} workflows, {row['queued']:,} queued, the claim's SELECT in SQLite: {cells}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as out:
             json.dump(cases, out, indent=2)
