@@ -45,6 +45,7 @@ CONNECTING = [
     "queue",
     "workers",
     "schedules",
+    "versions",
     "ui",
     "worker",
     "migrate",

@@ -4,6 +4,7 @@ current version -- on real SQLite files, with in-process workers."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.engine.ops.cli.exits import Exit
+from raftflow.engine.ops.cli.main import main
 from raftflow.engine.workflow.queues import lane, lane_parts, served_lanes
 from raftflow.engine.workflow.versions import check_version
 from raftflow.stores.inspect import Inspector
-from raftflow.stores.lanes import LaneFlows
 
 from raftflow import Engine, Status
 from raftflow.errors import InvalidArgumentError, ResultTimeoutError
@@ -121,12 +123,19 @@ def test_a_worker_adopts_a_version_only_once_no_live_worker_serves_it(apps: Apps
         assert old.result(timeout=10) == 8
 
 
-def test_promote_moves_an_old_versions_executions_to_the_new_one(apps: Apps) -> None:
+def test_raftflow_versions_lists_them_and_promote_moves_the_old_ones_on(
+    apps: Apps, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (v1, calc1), (v2, _) = apps
+    url = f"sqlite:///{tmp_path / 'v.db'}"  # the fixture's
     handles = [v1.start(calc1, n) for n in range(3)]
-    store = v2.store
-    moved = store.run(LaneFlows(store.clock).promote("1", "2"))
-    assert moved == 3
+    assert main(["versions", "--url", url, "--json"]) == 0
+    listed = {row["version"]: row for row in json.loads(capsys.readouterr().out)}
+    assert listed["1"]["in_flight"] == 3 and listed["1"]["workflows"] == ["calc"]
+    assert listed["1"]["workers"] == 0
+    assert main(["versions", "promote", "1", "--to", "1", "--url", url]) == Exit.USAGE
+    assert main(["versions", "promote", "1", "--to", "2", "--url", url]) == 0
+    assert "3 executions moved from version 1 to 2" in capsys.readouterr().out
     with v2.running_worker():
         assert [h.result(timeout=10) for h in handles] == [0, 2, 4]
 
