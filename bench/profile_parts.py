@@ -54,11 +54,11 @@ def parts(lines: Iterable[str]) -> collections.Counter[str]:
 
 
 def _waits(frames: list[str]) -> bool:
-    inner = frames[-3:]
-    if any(marker in frame for frame in inner for marker in _WAITING):
+    if any(marker in frame for frame in frames[-3:] for marker in _WAITING):
         return True
-    # An idle workflow thread: the pool's worker waiting for its next work item.
-    return any("_worker (concurrent" in frame for frame in inner) and "get" in frames[-1]
+    # An idle workflow thread: the pool's loop waiting in its queue's get (a C call, so
+    # the loop's own frame is the innermost one).
+    return frames[-1].startswith("_worker (concurrent/futures/thread.py")
 
 
 def main() -> None:
