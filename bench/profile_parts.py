@@ -31,7 +31,7 @@ PARTS = (
 )
 _RULES = tuple((name, re.compile(pattern)) for name, pattern in PARTS)
 #: A sample whose innermost frames are one of these is a thread waiting, not working.
-_WAITING = ("EpollSelector.select", "Condition.wait", "Event.wait")
+_WAITING = ("EpollSelector.select", "Condition.wait", "Event.wait", "_wait_released")
 _WORKER_THREADS = ("raftflow-worker", "raftflow-workflow")
 
 
