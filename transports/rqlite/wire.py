@@ -229,7 +229,8 @@ class _ReplyReader(asyncio.Protocol):
         """Send ``request`` and wait for its reply until ``deadline`` (the loop's time)."""
         assert self.transport is not None
         loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
+        waiter: asyncio.Future[HttpReply] = loop.create_future()
+        self._waiter = waiter
         timer = loop.call_at(deadline, _expire, waiter)
         try:
             self.transport.write(request)
