@@ -220,6 +220,7 @@ class _ReplyReader(asyncio.Protocol):
         self._waiter: asyncio.Future[HttpReply] | None = None
         #: Closed, at its end, or sent bytes nobody asked for: never to be reused.
         self.stale = False
+        self._end: tuple[Exception | None] | None = None  # how the connection ended
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -234,6 +235,7 @@ class _ReplyReader(asyncio.Protocol):
         timer = loop.call_at(deadline, _expire, waiter)
         try:
             self.transport.write(request)
+            self._tell_end()  # it ended before the request: no reply will come
             return await waiter
         finally:
             timer.cancel()
@@ -261,9 +263,17 @@ class _ReplyReader(asyncio.Protocol):
 
     def _ended(self, exc: Exception | None) -> None:
         self.stale = True
+        if self._end is None or exc is not None:  # an error outranks a clean end
+            self._end = (exc,)
+        self._tell_end()
+
+    def _tell_end(self) -> None:
+        """The request waiting learns that the connection ended: its reply, if the
+        connection's end completes it, else the failure."""
         waiter = self._waiter
-        if waiter is None or waiter.done():
+        if self._end is None or waiter is None or waiter.done():
             return
+        (exc,) = self._end
         if exc is not None:
             waiter.set_exception(exc)
             return
