@@ -22,10 +22,13 @@ PARTS = (
     ("JSON encoding and decoding", r"json/"),
     ("dataclass constructors", r"<string>"),
     ("building the commit (stores/)", r"stores/"),
+    (
+        "hand-offs to and from a sync run's thread",
+        r"threading\.py|concurrent/|workflow/handoff\.py",
+    ),
     ("the workflow core (engine/workflow/)", r"engine/workflow/"),
     ("the worker runtime (engine/runtime/)", r"engine/runtime/"),
     ("flows and catalogues (transports/db/)", r"transports/db/"),
-    ("hand-offs to and from a sync run's thread", r"threading\.py|concurrent/"),
     ("pydantic", r"pydantic"),
     ("uuid4", r"uuid\.py"),
 )
