@@ -1,10 +1,14 @@
-"""A py-spy profile of the worker by part (docs/performance.md, "Where a step's time goes").
+"""Py-spy profiles of the worker by part (docs/performance.md, "Where a step's time goes").
 
-``python -m bench.profile_parts PROFILE [PROFILE...] --steps S`` reads py-spy's raw output
-(``py-spy record --threads --format raw``; :mod:`bench.step_profile` says how to take it)
-and prints the worker's CPU per step by part: the samples of the worker's threads (its
-loop's and its workflow threads'), not waiting, grouped by the file of the sampled frame,
-divided by the sampling rate and by ``S``, the steps the profiled run made in all.
+``python -m bench.profile_parts PROFILE [PROFILE...] --steps S [--cpu US]`` reads py-spy's
+raw output (``py-spy record --threads --format raw``; :mod:`bench.step_profile` says how
+to take it): the samples of the worker's threads (its loop's and its workflow threads'),
+not waiting, grouped by the file of the sampled frame. Per part, the median over the
+profiles of its share of the samples, and what that is per step: the samples divided by
+the sampling rate and by ``S`` (the steps each profiled run made in all) -- or, with
+``--cpu``, that share of ``US``, the worker's CPU per step measured by its threads' clocks
+in runs without the profiler. Py-spy counts a thread that waits for a core as working: on
+a busy machine its samples add up to more than the CPU the threads used.
 """
 
 from __future__ import annotations
@@ -12,13 +16,18 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+import statistics
 from collections.abc import Iterable
 
 #: The parts, by the file of the innermost frame: the first that matches.
 PARTS = (
-    ("socket send and receive (kernel)", r"selector_events\.py|socket|streams\.py"),
-    ("the asyncio loop", r"base_events\.py|events\.py|asyncio/"),
-    ("HTTP framing and rqlite protocol (transports/rqlite/)", r"transports/rqlite/"),
+    ("socket send and receive (kernel)", r"selector_events\.py|socket"),
+    ("the asyncio loop (its streams and futures too)", r"asyncio/"),
+    (
+        "the HTTP client's driver (transports/rqlite/wire.py, client.py)",
+        r"rqlite/(wire|client)\.py",
+    ),
+    ("HTTP framing and the rqlite protocol (transports/rqlite/)", r"transports/rqlite/"),
     ("JSON encoding and decoding", r"json/"),
     ("dataclass constructors", r"<string>"),
     ("building the commit (stores/)", r"stores/"),
@@ -67,17 +76,28 @@ def _waits(frames: list[str]) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.profile_parts", description=__doc__)
     parser.add_argument("profiles", nargs="+")
-    parser.add_argument("--steps", type=int, required=True, help="steps of the profiled run")
+    parser.add_argument("--steps", type=int, required=True, help="steps of each profiled run")
     parser.add_argument("--rate", type=int, default=500, help="py-spy's samples per second")
+    parser.add_argument("--cpu", type=float, help="the worker's measured CPU per step, in us")
     args = parser.parse_args()
-    per_sample = 1e6 / args.rate / args.steps  # us per step
+    shares: list[dict[str, float]] = []
+    totals: list[float] = []
     for path in args.profiles:
         with open(path) as lines:
             counts = parts(lines)
         total = sum(counts.values())
-        print(f"{path}: {total * per_sample:.0f} us of the worker's CPU per step")
-        for name, count in counts.most_common():
-            print(f"  {name:56s} {count * per_sample:5.0f} us  {100 * count / total:5.1f}%")
+        shares.append({name: count / total for name, count in counts.items()})
+        totals.append(total * 1e6 / args.rate / args.steps)
+    per_step = args.cpu if args.cpu is not None else statistics.median(totals)
+    source = "measured" if args.cpu is not None else "sampled"
+    print(
+        f"{len(shares)} profile(s): {per_step:.0f} us of the worker's CPU per step ({source}; "
+        f"sampled: {', '.join(f'{t:.0f}' for t in totals)})"
+    )
+    names = [name for name, _ in PARTS] + ["other"]
+    medians = {name: statistics.median(s.get(name, 0.0) for s in shares) for name in names}
+    for name in sorted(names, key=medians.__getitem__, reverse=True):
+        print(f"  {name:64s} {medians[name] * per_step:5.0f} us  {100 * medians[name]:5.1f}%")
 
 
 if __name__ == "__main__":

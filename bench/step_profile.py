@@ -9,7 +9,7 @@ then group the samples by part (:mod:`bench.profile_parts`)::
 
     py-spy record --rate 500 --threads --format raw -o step.txt -- \
         .venv/bin/python -m bench.step_profile
-    .venv/bin/python -m bench.profile_parts step.txt --steps 2100
+    .venv/bin/python -m bench.profile_parts step.txt --steps 2100 [--cpu US]  # (N + 20) x 5 steps
 """
 
 from __future__ import annotations
