@@ -2,15 +2,20 @@
 
 ``python -m bench.step_profile [--executions N] [--sync]`` starts a local 3-node rqlite
 cluster and an in-process worker of concurrency 1, runs 20 untimed 5-step workflows, then
-N timed ones one after another (``start()`` then ``result()``), and prints steps/s. Run it
-under a sampling profiler to see where the worker's time goes between two writes::
+N timed ones one after another (``start()`` then ``result()``), and prints steps/s and the
+CPU time per timed step of the worker's threads (its loop's and its workflow threads').
+Run it under a sampling profiler to see where the worker's time goes between two writes,
+then group the samples by part (:mod:`bench.profile_parts`)::
 
-    py-spy record --format raw -o step.txt -- .venv/bin/python -m bench.step_profile
+    py-spy record --rate 500 --threads --format raw -o step.txt -- \
+        .venv/bin/python -m bench.step_profile
+    .venv/bin/python -m bench.profile_parts step.txt --steps 2100 [--cpu US]  # (N + 20) x 5 steps
 """
 
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 
 from raftflow.transports.rqlite.local import LocalCluster
@@ -53,15 +58,30 @@ def main() -> None:
             with engine.running_worker(concurrency=1):
                 for _ in range(20):
                     engine.start(workflow, 5).result(timeout=30)
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), worker_cpu()
                 for _ in range(args.executions):
                     engine.start(workflow, 5).result(timeout=30)
                 elapsed = time.perf_counter() - started
+                cpu = {name: seconds - cpu.get(name, 0.0) for name, seconds in worker_cpu().items()}
         finally:
             engine.close()
     steps = args.executions * 5
     rate = steps / elapsed
     print(f"{args.executions} executions x 5 steps in {elapsed:.2f} s: {rate:.0f} steps/s")
+    print(f"the worker's threads: {sum(cpu.values()) / steps * 1e6:.0f} us CPU per step")
+
+
+def worker_cpu() -> dict[str, float]:
+    """The CPU seconds each of the worker's threads (``raftflow-*``) has used so far."""
+    seconds = {}
+    for thread in threading.enumerate():
+        if thread.name.startswith("raftflow-") and thread.ident is not None:
+            try:
+                clock = time.pthread_getcpuclockid(thread.ident)
+                seconds[f"{thread.name}/{thread.ident}"] = time.clock_gettime(clock)
+            except OSError:  # it has just ended
+                continue
+    return seconds
 
 
 if __name__ == "__main__":

@@ -30,7 +30,10 @@ from raftflow.stores.commit_sql import (
 )
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.transports.db.clock import Clock
-from raftflow.transports.db.flow import Flow, Request, Response
+from raftflow.transports.db.flow import Flow, Request, Response, Statement
+
+#: A batch's statements: its lean commits', its lean final ones', its full ones'.
+Parts = tuple[tuple[Statement, ...], tuple[Statement, ...], tuple[Statement, ...]]
 
 
 class CommitFlows:
@@ -68,17 +71,17 @@ class CommitFlows:
         lean = [c for c in commits if c.lean]
         finals = [c for c in commits if c.lean_final]
         full = [c for c in commits if not c.lean and not c.lean_final]
-        lean_part = lean_statements(lean, now)
-        final_part = final_statements(finals, now)
-        full_part = commit_request(full, now, expiry).statements if full else ()
+        parts = _parts(lean, finals, full, now, expiry)
         # A lean final commit is three statements: a transaction makes them one write.
-        response = yield Request(lean_part + final_part + full_part, transaction=bool(finals))
+        response = yield Request(parts[0] + parts[1] + parts[2], transaction=bool(finals))
         if finals and any(result.error is not None for result in response.results):
             # Rolled back as a whole (a failing read aside): the batch again, its final
             # commits full -- each commit id tells whether an earlier attempt applied.
             again = [replace(c, full=True) if c.lean_final else c for c in commits]
             return (yield from self.commit(again, visibility))
-        return (yield from self._decide(commits, lean, full, response, 0, now, expiry, finals))
+        return (
+            yield from self._decide(commits, lean, full, response, 0, now, expiry, finals, parts)
+        )
 
     def _decide(
         self,
@@ -89,14 +92,13 @@ class CommitFlows:
         offset: int,
         now: float,
         expiry: float,
-        finals: Sequence[Commit] = (),
+        finals: Sequence[Commit],
+        parts: Parts,
     ) -> Flow[list[CommitOutcome]]:
         """The outcome of each commit from a batch's response (its lean statements from
-        ``offset``, then its lean final ones, then its full ones), reading or resending
-        what the response leaves open."""
-        lean_part = lean_statements(lean, now)
-        final_part = final_statements(finals, now)
-        full_part = commit_request(full, now, expiry).statements if full else ()
+        ``offset``, then its lean final ones, then its full ones: ``parts``), reading or
+        resending what the response leaves open."""
+        lean_part, final_part, full_part = parts
         results = response.results[offset:]
         response = Response(
             Request(lean_part + final_part + full_part, False), results, response.ambiguous
@@ -152,7 +154,12 @@ class CommitFlows:
             lean = [c for c in commits if c.lean]
             full = [c for c in commits if not c.lean]
             offset = owners.index(None, 1)  # past the fence and the writes
-            return (yield from self._decide(commits, lean, full, response, offset, now, expiry))
+            parts = _parts(lean, (), full, now, expiry)
+            return (
+                yield from self._decide(
+                    commits, lean, full, response, offset, now, expiry, (), parts
+                )
+            )
         outcomes: dict[str, CommitOutcome] = {}
         culprit = owners[failed] if failed < len(owners) else None
         if culprit is not None and not response.ambiguous:
@@ -233,3 +240,14 @@ class CommitFlows:
         if row.get("applied"):
             return CommitOutcome(True)
         return CommitOutcome(False, error=response[0].error or "lease lost")
+
+
+def _parts(  # built once: _decide reads the response by them
+    lean: Sequence[Commit],
+    finals: Sequence[Commit],
+    full: Sequence[Commit],
+    now: float,
+    expiry: float,
+) -> Parts:
+    full_part = commit_request(full, now, expiry).statements if full else ()
+    return lean_statements(lean, now), final_statements(finals, now), full_part

@@ -30,13 +30,7 @@ def to_json(value: Any, *, what: str, limit: int = MAX_PAYLOAD_BYTES) -> str:
     through rqlite.
     """
     try:
-        text = json.dumps(
-            value,
-            default=pydantic_core.to_jsonable_python,
-            ensure_ascii=False,
-            allow_nan=False,
-            separators=(",", ":"),
-        )
+        text = _JSON.encode(value)
         size = len(text.encode("utf-8"))
     except (TypeError, ValueError, pydantic_core.PydanticSerializationError) as exc:
         if str(exc).startswith("Out of range float values"):  # json's allow_nan=False
@@ -51,6 +45,16 @@ def to_json(value: Any, *, what: str, limit: int = MAX_PAYLOAD_BYTES) -> str:
             f"{what} is {size} bytes as JSON, over the limit of {limit} bytes"
         )
     return text
+
+
+#: ``json.dumps(value, default=..., ensure_ascii=False, allow_nan=False, separators=...)``,
+#: made once: json.dumps makes an encoder per call when given options.
+_JSON = json.JSONEncoder(
+    default=pydantic_core.to_jsonable_python,
+    ensure_ascii=False,
+    allow_nan=False,
+    separators=(",", ":"),
+)
 
 
 def from_json(text: str) -> Any:

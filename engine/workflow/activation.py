@@ -29,6 +29,7 @@ import pydantic
 from raftflow.engine.workflow.callorder import CallOrder
 from raftflow.engine.workflow.context import runs_here
 from raftflow.engine.workflow.divergence import Divergence, check_call
+from raftflow.engine.workflow.handoff import run_on_loop
 from raftflow.engine.workflow.host import Host
 from raftflow.engine.workflow.registry import StepDef, WorkflowDef
 from raftflow.engine.workflow.staging import Staged, Staging
@@ -321,7 +322,7 @@ class Activation(Staging):
 
     def wait(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on the worker's loop from a workflow thread and wait for it."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.host.loop).result()
+        return run_on_loop(coroutine, self.host.loop)
 
 
 def _error(record: StepRecord) -> ErrorInfo:

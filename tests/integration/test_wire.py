@@ -5,6 +5,7 @@ failures are classified as httpx's are (``sent`` false only when nothing was con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -137,6 +138,28 @@ def test_nothing_listening_is_a_failure_not_sent(kind: str, wires: Callable[[str
     reply = wires(kind).call(query(f"http://127.0.0.1:{port}", "SELECT 1"))
     assert isinstance(reply, NetworkFailure)
     assert reply.sent is False and not reply.untrusted
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_node_that_closes_at_once_is_a_failure_sent(
+    kind: str, wires: Callable[[str], Any]
+) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def close_each() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    connection, _ = server.accept()
+                    connection.close()
+
+        threading.Thread(target=close_each, daemon=True).start()
+        node = f"http://127.0.0.1:{server.getsockname()[1]}"
+        reply = wires(kind, (node,)).call(query(node, "SELECT 1", timeout=30))
+    assert isinstance(reply, NetworkFailure)
+    assert reply.sent is True and not reply.untrusted
+    assert "Timeout" not in reply.detail  # the closed connection said so, not the clock
 
 
 @pytest.fixture

@@ -218,6 +218,19 @@ def test_truncated_json_is_a_protocol_error() -> None:
         drive(WRITE, iter([HttpReply(200, b'{"results": [{"rows_aff')]))
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32"])
+def test_an_answer_is_read_in_any_encoding_json_reads(encoding: str) -> None:
+    text = '{"results": [{"columns": ["a"], "values": [["\u00e9t\u00e9 \u2713"]]}]}'
+    response, _, _ = drive(READ, iter([HttpReply(200, text.encode(encoding))]))
+    assert response[0].rows == (("\u00e9t\u00e9 \u2713",),)
+
+
+@pytest.mark.parametrize("body", [b'{"results": [{"values": [[1]]}]} x', b"{", b'{"\xff": 1}'])
+def test_an_answer_that_is_not_json_is_a_protocol_error(body: bytes) -> None:
+    with pytest.raises(ProtocolError, match="unexpected answer"):
+        drive(WRITE, iter([HttpReply(200, body)]))
+
+
 def test_results_that_are_not_a_list_are_a_protocol_error() -> None:
     with pytest.raises(ProtocolError):
         drive(WRITE, iter([HttpReply(200, b'{"results": 7}')]))

@@ -90,6 +90,20 @@ def test_bytes_after_the_reply_make_the_connection_unusable() -> None:
     assert not framing.next_cycle()  # they would be read as the next request's reply
 
 
+def test_a_head_read_whole_with_its_body_in_pieces() -> None:
+    framing = Framing()
+    head = LENGTH.index(b"\r\n\r\n") + 4
+    assert framing.feed(LENGTH[: head + 3]) is None
+    assert framing.feed(LENGTH[head + 3 :]) == HttpReply(200, b'{"results":1}', "127.0.0.1:4002")
+    assert framing.next_cycle()
+
+
+def test_bytes_after_a_bodyless_reply_make_the_connection_unusable() -> None:
+    framing = Framing()
+    assert framing.feed(b"HTTP/1.1 204 No Content\r\n\r\nX") == HttpReply(204, b"", None)
+    assert not framing.next_cycle()
+
+
 def test_a_reply_is_not_complete_before_its_last_byte() -> None:
     framing = Framing()
     assert framing.feed(LENGTH[:-1]) is None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Protocol, TypeVar
 
 from raftflow.errors import StatementError
@@ -37,8 +38,7 @@ class Statement:
 
     @property
     def is_read(self) -> bool:
-        head = self.sql.lstrip()[:7].upper()
-        return head.startswith(("SELECT", "EXPLAIN", "PRAGMA"))
+        return is_read(self.sql)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +120,12 @@ class Response:
 
 
 Flow = Generator[Request, Response, T]
+
+
+@lru_cache(maxsize=1024)
+def is_read(sql: str) -> bool:
+    """Whether a statement only reads (a catalogue's statements are a few texts, sent often)."""
+    return sql.lstrip()[:7].upper().startswith(("SELECT", "EXPLAIN", "PRAGMA"))
 
 
 class Connection(Protocol):

@@ -68,18 +68,13 @@ class Framing:
         self._keep_alive = True
 
     def request(self, call: HttpCall, origin: Origin, authorization: bytes | None) -> bytes:
-        target = call.path + ("?" + urlencode(call.params) if call.params else "")
-        method = b"GET" if call.body is None else b"POST"
-        head = [
-            method + b" " + target.encode("ascii") + b" HTTP/1.1",
-            b"Host: " + origin.host_bytes,
-        ]
+        params = tuple(call.params.items())
+        head = _request_head(call.body is None, call.path, params, origin.host_bytes)
         if authorization is not None:
-            head.append(b"Authorization: " + authorization)
-        if call.body is not None:
-            head.append(b"Content-Type: application/json")
-            head.append(b"Content-Length: " + str(len(call.body)).encode())
-        return b"\r\n".join(head) + b"\r\n\r\n" + (call.body or b"")
+            head += b"Authorization: " + authorization + b"\r\n"
+        if call.body is None:
+            return head + b"\r\n"
+        return b"".join((head, _JSON_LENGTH, b"%d\r\n\r\n" % len(call.body), call.body))
 
     def feed(self, data: bytes) -> HttpReply | None:
         """The reply once ``data`` completes it (``b""``: the server closed the
@@ -89,8 +84,20 @@ class Framing:
                 raise MalformedReplyError("the connection closed before the reply was complete")
             self._keep_alive = False
             return self._complete()
-        self._buffer += data
         buffer = self._buffer
+        if self._state == _HEAD and not buffer and (end := data.find(b"\r\n\r\n")) >= 0:
+            # A head that came whole in one read: parsed without the buffer's copies.
+            self._parse_head(data[:end])
+            end += 4
+            if self._state == _LENGTH and self._remaining == len(data) - end:
+                # The common case: all of a reply with a length, and nothing after it.
+                self._state = _DONE
+                return HttpReply(self._status, bytes(data[end:]), self._served_by)
+            data = data[end:]
+            if self._state == _DONE:  # no body
+                buffer += data
+                return self._complete()
+        buffer += data
         while True:
             state = self._state
             if state == _HEAD:
@@ -188,6 +195,17 @@ class Framing:
             return False
         self._start()
         return True
+
+
+@lru_cache(maxsize=256)
+def _request_head(get: bool, path: str, params: tuple[tuple[str, str], ...], host: bytes) -> bytes:
+    """A request's first lines, the same for every request to one endpoint: made once."""
+    target = path + ("?" + urlencode(params) if params else "")
+    method = b"GET" if get else b"POST"
+    return method + b" " + target.encode("ascii") + b" HTTP/1.1\r\nHost: " + host + b"\r\n"
+
+
+_JSON_LENGTH = b"Content-Type: application/json\r\nContent-Length: "
 
 
 def _take_until(buffer: bytearray, separator: bytes, what: str) -> bytes | None:

@@ -17,8 +17,9 @@ that the statement does not name is dropped, as SQLite ignores it when named.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 # One token per match, in SQLite's lexical order of precedence: comments, quoted text
@@ -67,11 +68,25 @@ def numbering(sql: str) -> tuple[str, tuple[str, ...]] | None:
 
 def positional(sql: str, params: Mapping[str, Any]) -> list[Any] | None:
     """``[sql', v1, v2, ...]`` for rqlite's JSON body, or ``None`` to send it named."""
+    numbered = _values_in_order(sql)
+    if numbered is None:
+        return None
+    text, values = numbered
+    try:
+        return [text, *values(params)]
+    except KeyError:
+        return None
+
+
+@lru_cache(maxsize=512)
+def _values_in_order(sql: str) -> tuple[str, Callable[[Mapping[str, Any]], Any]] | None:
+    """The numbered text, and what takes a statement's values from its parameters in
+    ``N`` order (a tuple); ``None`` as :func:`numbering`."""
     numbered = numbering(sql)
     if numbered is None:
         return None
     text, names = numbered
-    try:
-        return [text, *(params[name] for name in names)]
-    except KeyError:
-        return None
+    if len(names) == 1:  # itemgetter of one name gives the value, not a tuple
+        (name,) = names
+        return text, lambda params: (params[name],)
+    return text, itemgetter(*names)

@@ -16,7 +16,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raftflow.transports.db.flow import Request, Response, Result
+from raftflow.transports.db.flow import Request, Response, Result, is_read
 from raftflow.transports.rqlite.numbered import positional
 from raftflow.transports.rqlite.rewrites import parse_changes_nothing
 from raftflow.transports.rqlite.urls import parse as parse_url
@@ -171,19 +171,30 @@ def encode(request: Request) -> tuple[str, dict[str, str], bytes]:
     A write whose statements rqlite's parse cannot change skips it (``noparse``:
     :mod:`raftflow.transports.rqlite.rewrites`).
     """
+    return _encode(request)[:3]
+
+
+def _encode(request: Request) -> tuple[str, dict[str, str], bytes, bool]:
+    """:func:`encode`, and whether the request only reads."""
     statements = [_statement(s.sql, s.params) for s in request.statements]
-    body = json.dumps(statements, separators=(",", ":"), allow_nan=False).encode()
+    body = _JSON.encode(statements).encode()
+    reads = [is_read(s.sql) for s in request.statements]
+    read_only = all(reads)
     params: dict[str, str] = {}
-    if request.is_read_only:
+    if read_only:
         path = "/db/query"
         params["level"] = request.level
     else:
-        path = "/db/request" if request.has_reads else "/db/execute"
+        path = "/db/request" if any(reads) else "/db/execute"
         if all(parse_changes_nothing(statement[0]) for statement in statements):
             params["noparse"] = ""
-    if request.transaction and len(request.statements) > 1:
+    if request.transaction and len(statements) > 1:
         params["transaction"] = ""
-    return path, params, body
+    return path, params, body, read_only
+
+
+#: ``json.dumps(..., separators=(",", ":"), allow_nan=False)``, made once.
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def _statement(sql: str, params: Any) -> list[Any]:
@@ -202,7 +213,7 @@ def decode(request: Request, body: bytes, ambiguous: bool, payload: Any = _UNPAR
     ``payload`` is the body already parsed, when the caller did."""
     try:
         if payload is _UNPARSED:
-            payload = json.loads(body)
+            payload = _loads(body)
         raw_results = payload["results"]
         if not isinstance(raw_results, list):
             raise TypeError("results is not a list")
@@ -212,10 +223,11 @@ def decode(request: Request, body: bytes, ambiguous: bool, payload: Any = _UNPAR
     for raw in raw_results:
         if not isinstance(raw, dict):
             raise ProtocolError(f"unexpected result from rqlite: {_excerpt(body)}")
+        values = raw.get("values")
         results.append(
             Result(
                 columns=tuple(raw.get("columns") or ()),
-                rows=tuple(tuple(row) for row in raw.get("values") or ()),
+                rows=tuple(map(tuple, values)) if values else (),
                 rows_affected=int(raw.get("rows_affected") or 0),
                 last_insert_id=raw.get("last_insert_id"),
                 error=raw.get("error"),
@@ -237,8 +249,8 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
 
     ``clock`` is a monotonic time function (the drivers pass ``time.monotonic``).
     """
-    path, params, body = encode(request)
-    writes = not request.is_read_only
+    path, params, body, read_only = _encode(request)
+    writes = not read_only
     deadline = clock() + config.retry_timeout
     delay = 0.05
     ambiguous = False
@@ -300,9 +312,20 @@ def exchange(config: RqliteConfig, ring: NodeRing, request: Request, clock: Any)
 def _parse(body: bytes) -> Any:
     """The JSON of an answer; ``_UNPARSED`` when it is not JSON (decode() reports it)."""
     try:
-        return json.loads(body)
+        return _loads(body)
     except ValueError:
         return _UNPARSED
+
+
+def _loads(body: bytes) -> Any:
+    """``json.loads(body)``: an object that starts as UTF-8 does (rqlite's answers) is
+    decoded as json.loads would find it is, without its look at every other encoding."""
+    if body[:1] == b"{" and body[1:2] != b"\x00":
+        return _JSON_OBJECT.decode(body.decode("utf-8", "surrogatepass"))
+    return json.loads(body)
+
+
+_JSON_OBJECT = json.JSONDecoder()
 
 
 def _top_level_error(payload: Any) -> str | None:

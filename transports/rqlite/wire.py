@@ -33,9 +33,9 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from raftflow.transports.rqlite.framing import Framing, MalformedReplyError, Origin, origin_of
 from raftflow.transports.rqlite.protocol import HttpCall, HttpReply, NetworkFailure, RqliteConfig
@@ -210,63 +210,145 @@ class SyncWire(_Driver[_SocketLink]):
 # ---------------------------------------------------------------------------------- async
 
 
-@dataclass
-class _StreamLink:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    framing: Framing
+class _ReplyReader(asyncio.Protocol):
+    """One connection on the loop: what it receives goes to its framing as it comes, and a
+    complete reply (or the failure) to the request waiting for it -- no stream between."""
+
+    def __init__(self) -> None:
+        self.framing = Framing()
+        self.transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future[HttpReply] | None = None
+        #: Closed, at its end, or sent bytes nobody asked for: never to be reused.
+        self.stale = False
+        self._end: tuple[Exception | None] | None = None  # how the connection ended
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    async def exchange(self, request: bytes, deadline: float) -> HttpReply:
+        """Send ``request`` and wait for its reply until ``deadline`` (the loop's time)."""
+        assert self.transport is not None
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[HttpReply] = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_at(deadline, _expire, waiter)
+        try:
+            self.transport.write(request)
+            self._tell_end()  # it ended before the request: no reply will come
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def data_received(self, data: bytes) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self.stale = True  # unasked: it would be read as the next request's reply
+            return
+        try:
+            reply = self.framing.feed(data)
+        except MalformedReplyError as exc:
+            waiter.set_exception(exc)
+            return
+        if reply is not None:
+            waiter.set_result(reply)
+
+    def eof_received(self) -> bool:
+        self._ended(None)
+        return False  # closes the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended(exc)
+
+    def _ended(self, exc: Exception | None) -> None:
+        self.stale = True
+        if self._end is None or exc is not None:  # an error outranks a clean end
+            self._end = (exc,)
+        self._tell_end()
+
+    def _tell_end(self) -> None:
+        """The request waiting learns that the connection ended: its reply, if the
+        connection's end completes it, else the failure."""
+        waiter = self._waiter
+        if self._end is None or waiter is None or waiter.done():
+            return
+        (exc,) = self._end
+        if exc is not None:
+            waiter.set_exception(exc)
+            return
+        try:  # a reply that ends with the connection, or one cut short
+            reply = self.framing.feed(b"")
+        except MalformedReplyError as error:
+            waiter.set_exception(error)
+        else:
+            assert reply is not None
+            waiter.set_result(reply)
 
 
-def _stream_is_fresh(link: _StreamLink) -> bool:
+def _expire(waiter: asyncio.Future[HttpReply]) -> None:
+    if not waiter.done():
+        waiter.set_exception(asyncio.TimeoutError())
+
+
+def _reader_is_fresh(link: _ReplyReader) -> bool:
     # The loop reads an idle connection in the background: EOF or unasked bytes show here.
-    unasked = getattr(link.reader, "_buffer", b"")
-    return not (link.writer.is_closing() or link.reader.at_eof() or unasked)
+    return not link.stale and link.transport is not None and not link.transport.is_closing()
 
 
-def _close_stream(link: _StreamLink) -> None:
-    link.writer.close()
+def _close_reader(link: _ReplyReader) -> None:
+    if link.transport is not None:
+        link.transport.close()
 
 
-class AsyncWire(_Driver[_StreamLink]):
-    """The async driver: asyncio streams, one per request in flight."""
+class AsyncWire(_Driver[_ReplyReader]):
+    """The async driver: asyncio transports, one per request in flight."""
 
     def __init__(self, config: RqliteConfig) -> None:
-        super().__init__(config, _stream_is_fresh, _close_stream)
+        super().__init__(config, _reader_is_fresh, _close_reader)
 
     async def call(self, call: HttpCall) -> HttpReply | NetworkFailure:
-        connected: list[bool] = []
-        try:
-            if sys.version_info >= (3, 11):  # a deadline on this task: no task of its own
-                async with asyncio.timeout(call.timeout):
-                    return await self._attempt(call, connected)
-            return await asyncio.wait_for(self._attempt(call, connected), call.timeout)
-        except (asyncio.TimeoutError, OSError, ssl.SSLError, MalformedReplyError) as exc:
-            return _failure(exc, sent=bool(connected))
-
-    async def _attempt(self, call: HttpCall, connected: list[bool]) -> HttpReply:
+        deadline = asyncio.get_running_loop().time() + call.timeout
         origin = origin_of(call.node)
         link = self._pool.take(call.node)
         if link is None:
-            link = await self._connect(origin)
-        connected.append(True)
+            try:
+                link = await _within(self._connect(origin), call.timeout)
+            except (asyncio.TimeoutError, OSError, ssl.SSLError) as exc:
+                return _failure(exc, sent=False)
         try:
-            link.writer.write(link.framing.request(call, origin, self._authorization))
-            while (reply := link.framing.feed(await link.reader.read(_READ_SIZE))) is None:
-                pass
-        except BaseException:  # a failure, a timeout or a cancel: the reply is not ours
-            _close_stream(link)
+            request = link.framing.request(call, origin, self._authorization)
+            reply = await link.exchange(request, deadline)
+        except (asyncio.TimeoutError, OSError, ssl.SSLError, MalformedReplyError) as exc:
+            _close_reader(link)
+            return _failure(exc, sent=True)
+        except BaseException:  # a cancel: the reply is not ours
+            _close_reader(link)
             raise
         self._release(call.node, link, link.framing)
         return reply
 
-    async def _connect(self, origin: Origin) -> _StreamLink:
+    async def _connect(self, origin: Origin) -> _ReplyReader:
+        loop = asyncio.get_running_loop()
         if origin.tls:
-            reader, writer = await asyncio.open_connection(
-                origin.host, origin.port, ssl=self._context(), server_hostname=origin.host
+            _, link = await loop.create_connection(
+                _ReplyReader,
+                origin.host,
+                origin.port,
+                ssl=self._context(),
+                server_hostname=origin.host,
             )
         else:
-            reader, writer = await asyncio.open_connection(origin.host, origin.port)
-        return _StreamLink(reader, writer, Framing())
+            _, link = await loop.create_connection(_ReplyReader, origin.host, origin.port)
+        return link
 
     async def close(self) -> None:
         self._drain()
+
+
+async def _within(connecting: Coroutine[Any, Any, _ReplyReader], timeout: float) -> _ReplyReader:
+    """A new connection, or :class:`asyncio.TimeoutError` after ``timeout`` seconds."""
+    if sys.version_info >= (3, 11):  # a deadline on this task: no task of its own
+        async with asyncio.timeout(timeout):
+            return await connecting
+    return await asyncio.wait_for(connecting, timeout)
