@@ -23,6 +23,7 @@ from raftflow.engine.runtime.schedules import ScheduleFlows
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.drivers import run_async, run_sync
 from raftflow.engine.workflow.events import RunEvent, parse_event
+from raftflow.engine.workflow.registry import WorkflowDef
 from raftflow.engine.workflow.schedule import Schedule, is_engine_group, parse_schedule_event
 from raftflow.stores.commit import Commit
 from raftflow.stores.records import Claimed, Status
@@ -104,6 +105,8 @@ class Dispatcher:
                 return
             if isinstance(event, RunEvent):
                 last = -1 if record.last_idx is None else record.last_idx
+                if last < 0 and await self._rate_limited(lease, workflow):
+                    return  # nothing recorded yet: it begins now, or waits for its time
                 kept = self.runs.take(record.id)
                 if kept is not None:
                     if kept.fingerprint() == (record.commit_id, last) and kept.workflow is workflow:
@@ -127,6 +130,21 @@ class Dispatcher:
         except Exception as exc:
             log.exception("execution %s: the worker failed to run it", lease.group_id)
             await self.hand_back(lease, exc)
+
+    async def _rate_limited(self, lease: Lease, workflow: WorkflowDef) -> bool:
+        """An execution of a rate-limited queue about to begin: its start time reserved
+        (idempotent by its id: the claim after a park finds the same), and parked until
+        then if it is ahead. Its history is untouched: a replay never meets the limit."""
+        rate = self.host.registry.queue_rates.get(workflow.queue)
+        if rate is None:
+            return False
+        key = f"queue:{workflow.queue}"
+        flow = self.store.flows.reserve_rate(key, lease.group_id, rate.limit, rate.per)
+        wait = await self.store.run(flow) - self.host.clock_earliest()
+        if wait <= 0:
+            return False
+        await self.transport.release_leases([lease], wait)
+        return True
 
     async def _turn(self, activation: Activation) -> None:
         """One turn of a run: until it ends ("done") or waits for its next ("suspended",

@@ -93,14 +93,21 @@ class Definitions:
 
         return register(fn) if fn is not None else register
 
-    def limit_queue(self, queue: str, *, concurrency: int) -> None:
-        """At most ``concurrency`` executions of the named ``queue`` admitted at once,
-        cluster-wide, as ``@engine.workflow(concurrency=N)`` limits one workflow's: an
-        execution holds its slot from its first claim until it finishes (a sleep keeps it);
-        the others wait in the queue in start order, never claimed. Declare it where the
-        workflows are (the process that starts an execution applies it). A workflow with a
-        limit of its own cannot be in a limited queue (an execution holds one limit)."""
-        self.registry.limit_queue(queue, concurrency)
+    def limit_queue(
+        self, queue: str, *, concurrency: int | None = None, rate: RateLimit | None = None
+    ) -> None:
+        """Limits of the named ``queue``, cluster-wide, shared by its workflows.
+
+        ``concurrency=N``: at most N of its executions admitted at once, as
+        ``@engine.workflow(concurrency=N)`` limits one workflow's: an execution holds its
+        slot from its first claim until it finishes (a sleep keeps it); the others wait in
+        the queue in start order, never claimed. A workflow with a limit of its own cannot
+        be in a queue with one (an execution holds one limit).
+        ``rate=RateLimit(n, per=seconds)``: at most n of its executions *begin* (run their
+        first call) per period, in claim order; the others wait, parked, holding no slot.
+        Declare them where the workflows are: the process that starts an execution applies
+        the concurrency limit, the workers apply the rate."""
+        self.registry.limit_queue(queue, concurrency, rate)
 
     def scheduled(
         self,

@@ -222,18 +222,30 @@ class Registry:
         self._hashed: tuple[int, str] | None = None  # (workflows hashed, their version)
         #: Named queues' concurrency limits: at most N of their executions admitted at once.
         self.queue_limits: dict[str, int] = {}
+        #: Named queues' rate limits: at most N of their executions started per period.
+        self.queue_rates: dict[str, RateLimit] = {}
 
     def add_workflow(self, definition: WorkflowDef) -> None:
         self._check_one_limit(definition.queue, definition)
         self.workflows[_unique("workflows", self.workflows, definition)] = definition
 
-    def limit_queue(self, queue: str, concurrency: int) -> None:
-        """At most ``concurrency`` executions of ``queue`` admitted at once, cluster-wide."""
+    def limit_queue(
+        self, queue: str, concurrency: int | None, rate: RateLimit | None = None
+    ) -> None:
+        """At most ``concurrency`` executions of ``queue`` admitted at once, and at most
+        ``rate.limit`` started per ``rate.per`` seconds, cluster-wide."""
         queue = check_queue(queue)
-        slots = _concurrency(concurrency, None)
-        for definition in self.workflows.values():
-            self._check_one_limit(queue, definition, limited=True)
-        self.queue_limits[queue] = slots if slots is not None else 0
+        if concurrency is None and rate is None:
+            raise ConfigurationError("limit_queue needs concurrency=N, rate=RateLimit(...) or both")
+        if rate is not None:
+            if not isinstance(rate, RateLimit) or rate.key is not None:
+                raise ConfigurationError("a queue's rate is a RateLimit(n, per=seconds), no key")
+            self.queue_rates[queue] = rate
+        if concurrency is not None:
+            slots = _concurrency(concurrency, None)
+            for definition in self.workflows.values():
+                self._check_one_limit(queue, definition, limited=True)
+            self.queue_limits[queue] = slots if slots is not None else 0
 
     def _check_one_limit(
         self, queue: str, definition: WorkflowDef, *, limited: bool = False

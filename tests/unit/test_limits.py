@@ -19,6 +19,7 @@ from raftflow import (
     Engine,
     InputValidationError,
     InvalidArgumentError,
+    RateLimit,
     Status,
     WorkflowCancelledError,
     current_step,
@@ -583,3 +584,30 @@ def test_a_limited_workflow_cannot_be_in_a_limited_queue(engine: Engine) -> None
         engine.limit_queue("reports", concurrency=3)
     with pytest.raises(ConfigurationError):
         engine.limit_queue("billing", concurrency=0)
+
+
+def test_a_queues_rate_limit_spaces_the_starts_of_its_executions(engine: Engine) -> None:
+    """``limit_queue(rate=RateLimit(2, per=0.5))``: each execution's start is reserved (at
+    most 2 in any 0.5 s, in claim order) and its first call runs no earlier; its history
+    holds only its own calls."""
+    engine.limit_queue("burst", rate=RateLimit(2, per=0.5))
+
+    @engine.step
+    def begin(n: int) -> int:
+        return n
+
+    @engine.workflow(queue="burst")
+    def bursty(n: int) -> int:
+        return begin(n)
+
+    handles = [engine.start(bursty, n) for n in range(6)]
+    with engine.running_worker(concurrency=8):
+        assert [h.result(timeout=30) for h in handles] == list(range(6))
+    slots = read(engine, "SELECT token, at FROM rate_slots WHERE key = 'queue:burst'")
+    at = {row["token"]: row["at"] for row in slots}
+    assert sorted(at) == sorted(h.id for h in handles)
+    times = sorted(at.values())
+    assert all(later - earlier >= 0.5 - 1e-6 for earlier, later in zip(times, times[2:]))
+    for handle in handles:
+        (step,) = handle.steps()  # nothing recorded for the wait
+        assert step.name == "begin" and step.started_at >= at[handle.id]
