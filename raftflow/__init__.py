@@ -8,12 +8,16 @@ Everything an application uses is importable from here; every error also from
 
 >>> from raftflow import Engine
 >>> engine = Engine()   # a local SQLite file; Engine.from_url("http://host:4001") for rqlite
+
+A process that only starts and follows workflows, without their code, uses a
+:class:`Client` (``Client.from_url(url).start("checkout", {...})``).
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from raftflow import errors
 from raftflow.engine.app import Engine
+from raftflow.engine.client.client import Client
 from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.client.replay import ReplayReport
 from raftflow.engine.runtime.hooks import Hooks
@@ -47,6 +51,7 @@ except PackageNotFoundError:  # pragma: no cover - imported from a source tree
 __all__ = [
     "AsyncTransaction",
     "AttemptRecord",
+    "Client",
     "Engine",
     "ErrorInfo",
     "ExecutionNotFoundError",

@@ -191,7 +191,8 @@ class InputValidationError(InvalidArgumentError, WorkflowError):
 
 
 class UnknownWorkflowError(WorkflowError, LookupError):
-    """The workflow is not registered with this engine (``@engine.workflow``)."""
+    """The workflow is not registered with this engine (``@engine.workflow``), or (a
+    :class:`~raftflow.Client`'s start by name) no running worker serves it in that queue."""
 
 
 class NotInWorkflowError(WorkflowError):

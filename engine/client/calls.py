@@ -1,9 +1,9 @@
-"""The client face, part of :class:`~raftflow.Engine`: start executions, then follow and
-steer them -- get, list, send, cancel, resume, fork, events, schedules -- from any process.
+"""The engine's client calls: start a registered workflow, replay a history, schedules;
+the rest of the client face (get, list, send, cancel, resume, fork, events) is shared with
+:class:`~raftflow.Client` (engine/client/face.py).
 
-Every call here goes to the store (one request each, unless it says otherwise). Called
-from workflow code, ``start`` starts a child and ``send`` sends a recorded message: both
-are durable calls of the workflow (:mod:`raftflow.engine.workflow.primitives`).
+Called from workflow code, ``start`` starts a child: a durable call of the workflow
+(:mod:`raftflow.engine.workflow.primitives`).
 """
 
 from __future__ import annotations
@@ -11,61 +11,32 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-import time
-import uuid
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from raftflow.engine.client.face import ClientFace, check_debounce, start_arguments
 from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.client.replay import ReplayReport, replay
-from raftflow.engine.runtime.hooks import HookChain, Hooks
-from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.schedules import ScheduleFlows, ScheduleInfo
 from raftflow.engine.workflow import primitives
 from raftflow.engine.workflow.context import current_activation, workflow_run
 from raftflow.engine.workflow.drivers import adrive, drive
-from raftflow.engine.workflow.durable import seconds_of
-from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.registry import Registry
-from raftflow.engine.workflow.schedule import check_execution_id
-from raftflow.stores.records import Claimed, ExecutionRecord, Status
-from raftflow.transports.contract import Lease
-from raftflow.transports.payload import (
-    check_id,
-    check_priority,
-    check_seconds,
-    check_topic,
-    to_json,
-)
+from raftflow.stores.records import Status
+from raftflow.transports.payload import check_id, check_topic, to_json
 
-from raftflow.errors import (
-    ExecutionConflictError,
-    ExecutionNotFoundError,
-    InvalidArgumentError,
-    NotInWorkflowError,
-    ResultTimeoutError,
-)
+from raftflow.errors import ExecutionNotFoundError, InvalidArgumentError, NotInWorkflowError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
-    from raftflow.stores.store import SqlStore
-
 T = TypeVar("T")
 
 
-class ClientCalls:
-    """start, get, list, send, cancel, resume, fork, get_event, schedules."""
+class ClientCalls(ClientFace):
+    """start (by function or name), replay, schedules; and the shared client face."""
 
     registry: Registry
-    hooks: list[Hooks]
-    #: The workers this engine runs in this process (the start fast path: runtime/local.py).
-    local: LocalWorkers
-    max_payload_bytes: int
     max_history: int
-
-    @property
-    def store(self) -> SqlStore:
-        raise NotImplementedError  # the Engine's
 
     # -- start ----------------------------------------------------------------------------
 
@@ -133,62 +104,23 @@ class ClientCalls:
         payload = definition.encode_input(input)
         limit = self.registry.limit(definition, payload)
         if debounce is not None:
-            debounce = _debounce(debounce, execution_id, limit)
+            debounce = check_debounce(debounce, execution_id, limit)
         run = workflow_run("start", False)
         if run is not None:
             if debounce is not None:
                 raise InvalidArgumentError("debounce is for starts outside a workflow")
             flow = primitives.start_child(run, definition, payload, execution_id, priority, limit)
-            return WorkflowHandle(self, drive(run, flow))  # type: ignore[arg-type]
-        execution_id = uuid.uuid4().hex if execution_id is None else execution_id
-        check_execution_id(execution_id)
-        check_priority(priority)
-        # A worker of this process with a free slot (the fast path) -- not for an execution
-        # that may have to wait: for a slot of its limit, or for its debounce.
-        fast = limit is None and debounce is None
-        lane = self.registry.lane(definition)
-        local = self.local.reserve(priority, lane) if fast else None
-        token = None if local is None else f"{local.worker_id}:{uuid.uuid4().hex}"
-        store = self.store
-        try:
-            outcome = store.run(
-                store.flows.start(
-                    execution_id,
-                    definition.name,
-                    payload,
-                    priority,
-                    RUN,
-                    timeout=definition.timeout,
-                    lease_token=token,
-                    visibility=local.visibility if local is not None else 30.0,
-                    trace_context=HookChain(self.hooks).trace_context() if self.hooks else None,
-                    limit=limit,
-                    debounce=debounce,
-                    lane=lane,
-                )
-            )
-        except BaseException:
-            if local is not None:
-                local.unreserve()
-            raise
-        if local is not None:
-            if outcome.created and outcome.lease_seq is not None and token is not None:
-                lease = Lease(
-                    seq=outcome.lease_seq,
-                    group_id=execution_id,
-                    event=RUN,
-                    token=token,
-                    expires_at=outcome.lease_expiry or 0.0,
-                )
-                local.adopt(Claimed(lease, outcome.record, []))
-            else:
-                local.unreserve()
-        if not outcome.created and outcome.record.workflow != definition.name:
-            raise ExecutionConflictError(
-                f"execution {execution_id!r} exists and runs {outcome.record.workflow!r}, "
-                f"not {definition.name!r}"
-            )
-        return WorkflowHandle(self, execution_id, created=outcome.created)  # type: ignore[arg-type]
+            return WorkflowHandle(self, drive(run, flow))
+        return self._record_start(
+            definition.name,
+            payload,
+            start_arguments(execution_id, priority),
+            priority,
+            lane=self.registry.lane(definition),
+            limit=limit,
+            timeout=definition.timeout,
+            debounce=debounce,
+        )
 
     async def start_async(
         self,
@@ -212,63 +144,13 @@ class ClientCalls:
         payload = definition.encode_input(input)
         limit = self.registry.limit(definition, payload)
         flow = primitives.start_child(run, definition, payload, execution_id, priority, limit)
-        return WorkflowHandle(self, await adrive(run, flow))  # type: ignore[arg-type]
+        return WorkflowHandle(self, await adrive(run, flow))
 
-    # -- follow ---------------------------------------------------------------------------
-
-    def get(self, execution_id: str) -> WorkflowHandle[Any]:
-        """The handle of an existing execution; :class:`ExecutionNotFoundError` otherwise."""
-        if self.store.get(execution_id) is None:
-            raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
-        return WorkflowHandle(self, execution_id, created=False)  # type: ignore[arg-type]
-
-    def list(
-        self, status: Status | str | None = None, limit: int = 100
-    ) -> builtins.list[ExecutionRecord]:
-        """The most recent executions first, optionally only those with ``status``."""
-        return self.store.list(status=None if status is None else Status(status), limit=limit)
-
-    def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
-        """The latest value of an execution's event ``key``, waiting up to ``timeout``
-        seconds for the first; :class:`ResultTimeoutError` if there is none by then.
-        Not for workflow code (its result would not be recorded): use ``recv`` there."""
-        if current_activation() is not None:
-            raise NotInWorkflowError("get_event() is for client code; a workflow uses recv()")
-        check_id(execution_id, what="execution_id")
-        key = check_topic(key, what="event key")
-        deadline = time.monotonic() + seconds_of(timeout, "timeout")
-        delay = 0.01
-        store = self.store
-        while True:
-            found, value = store.run(store.flows.get_event(execution_id, key))
-            if found:
-                return value
-            if time.monotonic() >= deadline:
-                raise ResultTimeoutError(f"execution {execution_id!r} has no event {key!r}")
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 1.5, 0.25)
+    # -- the face's calls, awaited (in an async workflow or async client code) -----------
 
     async def get_event_async(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
         """:meth:`get_event`, awaited."""
         return await asyncio.to_thread(self.get_event, execution_id, key, timeout)
-
-    # -- steer ----------------------------------------------------------------------------
-
-    def send(
-        self, execution_id: str, message: Any, topic: str | None = None, key: str | None = None
-    ) -> None:
-        """Send ``message`` (JSON) to an execution, for its ``recv(topic)``. From client
-        code, ``key`` makes a retried send idempotent; in a workflow the send is recorded
-        like a step and never sent twice. :class:`ExecutionNotFoundError` or
-        :class:`ExecutionFinishedError` when nothing could receive it (nothing is stored)."""
-        check_id(execution_id, what="execution_id")
-        topic_ = check_topic(topic)
-        to_json(message, what="message", limit=self.max_payload_bytes)
-        run = workflow_run("send", False)
-        if run is None:
-            self.store.run(self.store.flows.send(execution_id, message, topic_, key))
-            return
-        drive(run, primitives.send(run, execution_id, message, topic_, key))
 
     async def send_async(
         self, execution_id: str, message: Any, topic: str | None = None, key: str | None = None
@@ -283,52 +165,15 @@ class ClientCalls:
             return
         await adrive(run, primitives.send(run, execution_id, message, topic_, key))
 
-    def cancel(self, execution_id: str) -> Status:
-        """Cancel an execution: it stops at its next step boundary (a running step
-        finishes and is recorded; no further step starts), its status becomes
-        ``cancelled``, its children are cancelled with it. One that no worker has started
-        (pending, its event not leased) is cancelled at once, its event removed. A
-        finished execution is left as it is. Returns the status it had when the cancel
-        was written."""
-        check_id(execution_id, what="execution_id")
-        return self.store.run(self.store.flows.cancel(execution_id))
-
     async def cancel_async(self, execution_id: str) -> Status:
         """:meth:`cancel`, awaited."""
         return await asyncio.to_thread(self.cancel, execution_id)
 
-    def resume(self, execution_id: str, *, to_current_version: bool = False) -> bool:
-        """Run a failed or cancelled execution again from its last recorded step, on the
-        code deployed now (the step that failed it runs again, with a new round of its
-        ``Retry`` and its failed attempts kept in its history; the steps before it are
-        replayed from their records). False, and nothing changes, for any other status.
-
-        It stays pinned to the version that started it (its workers run it), unless
-        ``to_current_version``: then this engine's version runs it (replaying the history
-        the older code recorded: check it with :meth:`replay` first)."""
-        check_id(execution_id, what="execution_id")
-        lane = self._current_lane(execution_id) if to_current_version else None
-        return self.store.run(self.store.flows.resume(execution_id, RUN, lane))
-
-    def fork(
-        self,
-        execution_id: str,
-        from_step: int,
-        *,
-        new_execution_id: str | None = None,
-        to_current_version: bool = False,
-    ) -> WorkflowHandle[Any]:
-        """Start a new execution of the same workflow and input that reuses the recorded
-        results of ``execution_id``'s calls ``0 .. from_step - 1`` (their functions are not
-        called) and runs from call ``from_step`` on the code deployed now: fix the bug,
-        then run again from the step that failed. Idempotent by ``new_execution_id``.
-        :class:`InvalidArgumentError` for a ``from_step`` past the calls ``execution_id``
-        recorded (nothing is written). The new execution is pinned to the source's version,
-        or with ``to_current_version`` to this engine's."""
-        new_id = new_execution_id or uuid.uuid4().hex
-        lane = self._current_lane(execution_id) if to_current_version else None
-        self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN, lane))
-        return WorkflowHandle(self, new_id)  # type: ignore[arg-type]
+    def _output(self, workflow: str, value: Any) -> Any:
+        definition = self.registry.workflows.get(workflow)
+        if definition is None:
+            return value  # not registered here: plain JSON
+        return definition.output.from_json_value(value)
 
     def _current_lane(self, execution_id: str) -> str:
         """The lane an execution's workflow has in this engine's version."""
@@ -376,16 +221,3 @@ class ClientCalls:
         name = workflow if isinstance(workflow, str) else self.registry.workflow(workflow).name
         store = self.store
         return store.run(ScheduleFlows(store.clock).remove(name))
-
-
-def _debounce(value: float, execution_id: str | None, limit: tuple[str, int] | None) -> float:
-    seconds = check_seconds(value, what="debounce", allow_zero=False)
-    if execution_id is None:
-        raise InvalidArgumentError(
-            "debounce needs an execution_id: the starts of one id fold into one execution"
-        )
-    if limit is not None:
-        raise InvalidArgumentError(
-            "debounce is not supported for a workflow with a concurrency limit"
-        )
-    return seconds

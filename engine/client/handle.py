@@ -20,8 +20,9 @@ from raftflow.errors import (
 )
 
 if TYPE_CHECKING:
-    from raftflow.engine.app import Engine
+    from raftflow.engine.client.face import ClientFace
     from raftflow.engine.runtime.local import LocalWorkers
+    from raftflow.engine.workflow.registry import Codec
 
 T = TypeVar("T")
 
@@ -35,17 +36,28 @@ DENSE_READS = 10
 
 
 class WorkflowHandle(Generic[T]):
-    """An execution by id; ``id`` is also its queue group."""
+    """An execution by id; ``id`` is also its queue group. ``client``: the
+    :class:`~raftflow.Engine` or :class:`~raftflow.Client` that made it."""
 
-    def __init__(self, engine: Engine, execution_id: str, *, created: bool = True) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        client: ClientFace,
+        execution_id: str,
+        *,
+        created: bool = True,
+        output: Codec | None = None,
+    ) -> None:
+        self.client = client
         self.id = execution_id
-        #: False when ``engine.start(..., execution_id=...)`` found the execution already there.
+        #: False when ``start(..., execution_id=...)`` found the execution already there.
         self.created = created
+        #: What the output becomes (``output_type=``); None: the engine's registry says, or
+        #: plain JSON.
+        self.output = output
 
     def info(self) -> ExecutionRecord:
         """The execution as stored now."""
-        record = self.engine.store.get(self.id)
+        record = self.client.store.get(self.id)
         if record is None:
             raise ExecutionNotFoundError(f"no execution has id {self.id!r}")
         return record
@@ -56,20 +68,20 @@ class WorkflowHandle(Generic[T]):
 
     def steps(self) -> list[StepRecord]:
         """The recorded steps, in call order."""
-        return list(self.engine.store.steps(self.id))
+        return list(self.client.store.steps(self.id))
 
     def children(self) -> list[ExecutionRecord]:
         """The executions this one started (``engine.start`` in its workflow code)."""
-        return list(self.engine.store.children(self.id))
+        return list(self.client.store.children(self.id))
 
     def runs(self) -> list[ExecutionRecord]:
         """The runs this execution ended with ``engine.continue_as_new``, oldest first
         (ids ``"<id>#1"``, ``"<id>#2"``...; their steps are under those ids)."""
-        return list(self.engine.store.runs(self.id))
+        return list(self.client.store.runs(self.id))
 
     def cancel(self) -> Status:
         """Cancel the execution (see :meth:`Engine.cancel`); its status when asked."""
-        return self.engine.cancel(self.id)
+        return self.client.cancel(self.id)
 
     def result(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> T:
         """Wait for the execution to finish and return its output, typed by the
@@ -88,7 +100,7 @@ class WorkflowHandle(Generic[T]):
             )
             return drive(run, primitives.wait_child(run, self.id, timeout))  # type: ignore[no-any-return]
         deadline = None if timeout is None else time.monotonic() + timeout
-        local = self.engine.local
+        local = self.client.local
         ticket = local.ticket()  # an outcome whose commit was sent later is handed over
         local.watch(self.id)
         try:
@@ -157,10 +169,9 @@ class WorkflowHandle(Generic[T]):
 
     def _outcome(self, workflow: str, status: Status, output: Any, error: ErrorInfo | None) -> Any:
         if status is Status.SUCCEEDED:
-            definition = self.engine.registry.workflows.get(workflow)
-            if definition is None:
-                return output  # not registered here: plain JSON
-            return definition.output.from_json_value(output)
+            if self.output is not None:
+                return self.output.from_json_value(output)
+            return self.client._output(workflow, output)
         if status is Status.CANCELLED:
             reason = error.message if error else "cancelled"
             raise WorkflowCancelledError(f"execution {self.id!r} was cancelled: {reason}")

@@ -90,7 +90,8 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert main(["list"]) == Exit.USAGE  # no --url and no RAFTFLOW_URL
     assert "RAFTFLOW_URL" in capsys.readouterr().err
     assert main(["list", "--status", "sleepy", "--url", url]) == Exit.USAGE
-    assert main(["start", "checkout", "{}", "--url", url]) == Exit.USAGE  # no --app
+    # A start by name (without --app) names its queue; an app's workflow has its own.
+    assert main(["start", "checkout", "{}", "--queue", "q", "--app", APP, "--url", url]) == 2
     assert main(["start", "checkout", "not json", "--app", APP, "--url", url]) == Exit.USAGE
     assert "not JSON" in capsys.readouterr().err
     assert main(["list", "--since", "last tuesday", "--url", url]) == Exit.USAGE

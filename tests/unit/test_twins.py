@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.engine.client.async_client import AsyncClient
 from raftflow.stores.rqlite import AsyncRqliteStore, RqliteStore
 from raftflow.stores.store import AsyncSqlStore, SqlStore
 from raftflow.transports.db.database import AsyncDatabase, Database
 from raftflow.transports.rqlite import AsyncRqliteTransport, RqliteTransport
 from raftflow.transports.rqlite.client import AsyncRqliteConnection, RqliteConnection
 from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
+
+from raftflow import Client
 
 PAIRS = [
     (SqlTransport, AsyncSqlTransport),
@@ -25,6 +28,7 @@ PAIRS = [
     (RqliteStore, AsyncRqliteStore),
     (Database, AsyncDatabase),
     (RqliteConnection, AsyncRqliteConnection),
+    (Client, AsyncClient),
 ]
 #: Only the sync side makes its twin (on the connection its transport's twin shares);
 #: only the sync rqlite side can speak ``requests``.

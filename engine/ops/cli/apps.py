@@ -17,13 +17,13 @@ from raftflow.errors import ConfigurationError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def app_option(help: str) -> Callable[[F], F]:
-    """``--app MODULE:ENGINE`` (default ``$RAFTFLOW_APP``), required; ``help`` says what for."""
+def app_option(help: str, *, required: bool = True) -> Callable[[F], F]:
+    """``--app MODULE:ENGINE`` (default ``$RAFTFLOW_APP``); ``help`` says what for."""
     return click.option(
         "--app",
         envvar="RAFTFLOW_APP",
         show_envvar=True,
-        required=True,
+        required=required,
         metavar="MODULE:ENGINE",
         help=help,
     )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 from raftflow.engine.app import Engine
+from raftflow.engine.client.client import Client
+from raftflow.engine.client.face import ClientFace
+from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.ops.cli.apps import app_option, load_engine
 from raftflow.engine.ops.cli.connection import (
     Connection,
@@ -18,6 +23,7 @@ from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, progress, to_jsonable
 from raftflow.engine.ops.cli.rows import error_line
 from raftflow.engine.ops.timefmt import format_duration
+from raftflow.engine.workflow.queues import DEFAULT_QUEUE
 from raftflow.stores.records import ExecutionRecord, Status
 
 from raftflow.errors import ExecutionNotFoundError
@@ -35,7 +41,13 @@ def _json_arg(text: str, what: str) -> Any:
 @click.argument("input_json", default="null", metavar="[INPUT_JSON]")
 @app_option(
     "The app's Engine, whose registry validates the input (and sets the workflow's "
-    "timeout) exactly as engine.start() does."
+    "timeout) exactly as engine.start() does. Without it, the workflow is started by "
+    "name (raftflow.Client): on the version the running workers serve.",
+    required=False,
+)
+@click.option(
+    "--queue",
+    help="Without --app: the workflow's queue (default: default). With --app, its code says.",
 )
 @click.option(
     "--id", "execution_id", help="Execution id (idempotent: an existing one is returned)."
@@ -61,7 +73,8 @@ def _json_arg(text: str, what: str) -> Any:
 def start(
     workflow: str,
     input_json: str,
-    app: str,
+    app: str | None,
+    queue: str | None,
     execution_id: str | None,
     priority: int,
     debounce: float | None,
@@ -72,15 +85,28 @@ def start(
 ) -> None:
     """Start an execution of WORKFLOW with INPUT_JSON (a JSON value; default null).
 
+    Without --app the workflow is started by name, on the version of the running workers
+    that serve it (refused if running workers report their workflows and none serves it;
+    left waiting, visibly, if none reports).
+
     \b
     Example:
       raftflow start checkout '{"id": "order-7", "items": ["sku-1"], "amount": 12.5}' \\
-          --app raftflow.engine.ops.demo:engine --id order-7 --url http://127.0.0.1:4001 --wait
+          --id order-7 --url http://127.0.0.1:4001 --wait
     """
     value = _json_arg(input_json, "INPUT_JSON")
-    engine = conn.engine(load_engine(app))
+    if app is not None and queue is not None:
+        raise click.UsageError("--queue is for a start by name (without --app)")
+    start: Callable[..., WorkflowHandle[Any]]
+    if app is None:
+        client = Client.from_url(conn.require_url(), **conn.options())
+        engine: Client | Engine = client
+        start = functools.partial(client.start, queue=queue or DEFAULT_QUEUE)
+    else:
+        engine = conn.engine(load_engine(app))
+        start = engine.start
     try:
-        handle = engine.start(
+        handle = start(
             workflow, value, execution_id=execution_id, priority=priority, debounce=debounce
         )
         if not wait:
@@ -124,7 +150,7 @@ def result(execution_id: str, wait_timeout: float | None, conn: Connection, as_j
 
 
 def _wait_and_print(
-    engine: Engine, execution_id: str, timeout: float | None, as_json: bool
+    engine: ClientFace, execution_id: str, timeout: float | None, as_json: bool
 ) -> None:
     record = _wait(engine, execution_id, timeout)
     if as_json:
@@ -148,7 +174,7 @@ def _wait_and_print(
     raise click.exceptions.Exit(Exit.FAILED)
 
 
-def _wait(engine: Engine, execution_id: str, timeout: float | None) -> ExecutionRecord:
+def _wait(engine: ClientFace, execution_id: str, timeout: float | None) -> ExecutionRecord:
     started = time.monotonic()
     delay = 0.02
     with progress() as bar:
