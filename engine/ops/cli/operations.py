@@ -230,7 +230,7 @@ def _named(lane: str) -> tuple[str, str, str]:
     """A lane's queue, workflow and version as the tables show them."""
     parts = lane_parts(lane)
     if parts is None:
-        return "-", "(any: started before queues)", "-"
+        return "-", "(any worker: unrouted)", "-"
     queue, workflow, version = parts
     return queue, workflow, version or "(schedule)"
 
