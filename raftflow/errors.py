@@ -30,6 +30,9 @@ RaftflowError
 │   ├── TransactionError                a transaction step used its Transaction wrongly
 │   │   ├── TransactionAbortedError     its writes were refused: nothing was written
 │   │   └── RefusedStatementError (InvalidArgumentError)  a statement it may not run
+│   ├── StreamError                     a workflow's write to a durable stream refused
+│   │   ├── StreamClosedError           the stream was closed: no more values
+│   │   └── StreamFullError             the stream holds MAX_STREAM_VALUES values
 │   ├── WorkflowFailedError             result() of a failed execution
 │   ├── WorkflowCancelledError          result() of a cancelled execution
 │   └── ResultTimeoutError (TimeoutError)  result() waited longer than its timeout
@@ -75,6 +78,9 @@ __all__ = [
     "StepError",
     "StepTimeoutError",
     "StoreError",
+    "StreamClosedError",
+    "StreamError",
+    "StreamFullError",
     "TransactionAbortedError",
     "TransactionError",
     "UnavailableError",
@@ -228,6 +234,18 @@ class StepError(WorkflowError):
         super().__init__(f"step {step!r} failed: {error.type}: {error.message}")
         self.step = step
         self.error = error
+
+
+class StreamError(WorkflowError):
+    """A workflow's ``write_stream`` was refused (recorded: a replay raises it again)."""
+
+
+class StreamClosedError(StreamError):
+    """The stream was closed by ``close_stream``: it takes no more values."""
+
+
+class StreamFullError(StreamError):
+    """The stream holds its maximum number of values (``MAX_STREAM_VALUES``)."""
 
 
 class WorkflowFailedError(WorkflowError):

@@ -142,7 +142,7 @@ LEAN_ROW_FIELDS = (
 )  # fmt: skip
 
 #: Calls whose record is always a new row, never the completion of a waiting one.
-LEAN_KINDS = frozenset({"step", "sleep", "send", "child", "event"})
+LEAN_KINDS = frozenset({"step", "sleep", "send", "child", "event", "stream"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Retention's operations on the database: whether finished executions have expired, and
-the deletion of a batch of them with everything of theirs (their records, signals, events
-and any event left in their queue group), one transaction each. When and how fast is the
-worker's duty (:mod:`raftflow.engine.runtime.retention`)."""
+the deletion of a batch of them with everything of theirs (their records, signals, events,
+streams and any event left in their queue group), one transaction each. When and how fast
+is the worker's duty (:mod:`raftflow.engine.runtime.retention`)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ class RetentionFlows:
             "delete_steps",
             "delete_signals",
             "delete_events",
+            "delete_streams",
             "delete_messages",
             "delete_executions",
         )

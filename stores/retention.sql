@@ -26,6 +26,9 @@ DELETE FROM signals WHERE execution_id IN ({{fragment.expired}});
 -- name: delete_events
 DELETE FROM events WHERE execution_id IN ({{fragment.expired}});
 
+-- name: delete_streams
+DELETE FROM streams WHERE execution_id IN ({{fragment.expired}});
+
 -- name: delete_messages
 -- Events left in a finished execution's group (none normally; a late wake at most).
 DELETE FROM messages WHERE group_id IN ({{fragment.expired}})

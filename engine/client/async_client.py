@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from raftflow.engine.app import DEFAULT_URL
@@ -17,6 +17,7 @@ from raftflow.engine.client.client import Client
 from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.workflow.queues import DEFAULT_QUEUE
 from raftflow.stores.records import ExecutionRecord, Status, StepRecord
+from raftflow.stores.streams import StreamInfo
 from raftflow.transports.db.database import ConnectOptions
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from typing_extensions import Unpack
@@ -116,6 +117,18 @@ class AsyncClient:
     async def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
         """The latest value of an execution's event ``key`` (see :meth:`Client.get_event`)."""
         return await asyncio.to_thread(self.client.get_event, execution_id, key, timeout)
+
+    async def read_stream(
+        self, execution_id: str, key: str, offset: int = 0, follow: bool = True
+    ) -> AsyncIterator[Any]:
+        """The values of an execution's stream ``key``, as an async iterator (see
+        :meth:`Client.read_stream`)."""
+        async for value in self.client._read_stream_async(execution_id, key, offset, follow):
+            yield value
+
+    async def streams(self, execution_id: str) -> builtins.list[StreamInfo]:
+        """The streams of an execution (see :meth:`Client.streams`)."""
+        return await asyncio.to_thread(self.client.streams, execution_id)
 
     async def send(
         self, execution_id: str, message: Any, topic: str | None = None, key: str | None = None

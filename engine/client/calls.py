@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from raftflow.engine.client.face import ClientFace, check_debounce, start_arguments
@@ -151,6 +152,12 @@ class ClientCalls(ClientFace):
     async def get_event_async(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
         """:meth:`get_event`, awaited."""
         return await asyncio.to_thread(self.get_event, execution_id, key, timeout)
+
+    def read_stream_async(
+        self, execution_id: str, key: str, offset: int = 0, follow: bool = True
+    ) -> AsyncIterator[Any]:
+        """:meth:`read_stream` as an async iterator (``async for``)."""
+        return self._read_stream_async(execution_id, key, offset, follow)
 
     async def send_async(
         self, execution_id: str, message: Any, topic: str | None = None, key: str | None = None

@@ -18,6 +18,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from raftflow.engine.client.handle import WorkflowHandle
+from raftflow.engine.client.streams import StreamReads
 from raftflow.engine.runtime.hooks import HookChain, Hooks
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.workflow import primitives
@@ -51,8 +52,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class ClientFace:
-    """get, list, get_event, send, cancel, resume, fork; and the write of a start."""
+class ClientFace(StreamReads):
+    """get, list, get_event, send, cancel, resume, fork, read_stream; and the write of a
+    start."""
 
     hooks: list[Hooks]
     #: The workers this engine runs in this process (the start fast path: runtime/local.py).

@@ -16,6 +16,7 @@ from raftflow.engine.workflow.activation import ContinueAsNew
 from raftflow.engine.workflow.context import current_activation, require_workflow
 from raftflow.engine.workflow.drivers import adrive, drive
 from raftflow.engine.workflow.steppath import StepFlow
+from raftflow.engine.workflow.streams import StreamWrites
 from raftflow.transports.payload import check_seconds, check_topic, to_json
 
 from raftflow.errors import NotInWorkflowError
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
     from raftflow.engine.workflow.activation import Activation
 
 
-class DurableCalls:
-    """sleep, recv, set_event, patched, deprecate_patch, continue_as_new (module docstring)."""
+class DurableCalls(StreamWrites):
+    """sleep, recv, set_event, patched, deprecate_patch, continue_as_new (module docstring);
+    write_stream and close_stream (:mod:`raftflow.engine.workflow.streams`)."""
 
     max_payload_bytes: int
 

@@ -54,7 +54,8 @@ def test_the_async_twin_has_every_method_with_the_same_signature(sync: type, twi
         if not callable(member):
             continue
         other = theirs[name]
-        assert inspect.iscoroutinefunction(other), f"{twin.__name__}.{name} is not async"
+        awaited = inspect.iscoroutinefunction(other) or inspect.isasyncgenfunction(other)
+        assert awaited, f"{twin.__name__}.{name} is not async"
         ours = [
             (p.name, p.kind, p.default)
             for p in inspect.signature(member).parameters.values()

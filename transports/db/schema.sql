@@ -1,4 +1,4 @@
--- raftflow's schema at version 12: what a database migrated from zero holds.
+-- raftflow's schema at version 13: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -91,6 +91,19 @@ CREATE TABLE steps (
   PRIMARY KEY (execution_id, idx)
 ) WITHOUT ROWID;
 
+-- table: streams
+CREATE TABLE streams (
+  execution_id TEXT NOT NULL,
+  key          TEXT NOT NULL,
+  position     INTEGER NOT NULL,                      -- 0, 1, 2... in the order written
+  value        TEXT,                                  -- JSON; NULL on the close row
+  closed       INTEGER NOT NULL DEFAULT 0,            -- 1: the close, the last row
+  run          INTEGER NOT NULL,                      -- the run and call that wrote it
+  call_idx     INTEGER NOT NULL,
+  written_at   REAL NOT NULL,
+  PRIMARY KEY (execution_id, key, position)
+) WITHOUT ROWID;
+
 -- table: transaction_checks
 CREATE TABLE transaction_checks (failed INTEGER NOT NULL);
 
@@ -161,6 +174,9 @@ CREATE UNIQUE INDEX signals_by_key ON signals (execution_id, key);
 
 -- index: signals_unread
 CREATE INDEX signals_unread ON signals (execution_id, topic, seq) WHERE consumed_idx IS NULL;
+
+-- index: streams_by_call
+CREATE UNIQUE INDEX streams_by_call ON streams (execution_id, run, call_idx);
 
 -- index: workers_seen
 CREATE INDEX workers_seen ON workers (seen_at);
