@@ -14,6 +14,7 @@ from raftflow.engine.ops.cli import (
     operations,
     recovery,
     replay,
+    streams,
     versions,
 )
 from raftflow.engine.ops.cli.exits import EXIT_CODES_HELP, CommandFailed, Exit, exit_code_of
@@ -51,6 +52,7 @@ def cli() -> None:
 
 for command in (
     *executions.COMMANDS,
+    *streams.COMMANDS,
     *inspection.COMMANDS,
     *recovery.COMMANDS,
     *replay.COMMANDS,

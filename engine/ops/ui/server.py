@@ -26,6 +26,7 @@ from raftflow.engine.ops.ui.guard import csrf_passes, middleware
 from raftflow.engine.ops.ui.hosts import WILDCARDS
 from raftflow.engine.ops.ui.sessions import Sessions
 from raftflow.engine.ops.ui.signin import signin_routes
+from raftflow.engine.ops.ui.streams import stream_routes
 from raftflow.engine.ops.ui.timeline import durations, format_age, timeline
 from raftflow.engine.runtime.schedules import ScheduleFlows
 from raftflow.engine.workflow.queues import lane_parts
@@ -138,6 +139,7 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
 
     def execution(request: Request) -> Response:
         detail = inspector.detail(request.path_params["execution_id"])
+        streams = engine.streams(detail.execution.id)  # the live values: stream_routes
         return page(
             request,
             "execution.html",
@@ -145,6 +147,7 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
             e=detail.execution,
             rows=timeline(detail),
             took=durations(detail),
+            streams=streams,
         )
 
     def queue(request: Request) -> Response:
@@ -222,6 +225,7 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
         Route("/send", act, methods=["POST"]),
         Route("/resume", act, methods=["POST"]),
         Route("/fork", act, methods=["POST"]),
+        *stream_routes(engine),
         *signin_routes(settings, sessions, page, _form),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

@@ -17,3 +17,24 @@
   }
   setInterval(refresh, 2000);
 })();
+
+// Live streams on an execution's page: server-sent events from /api/stream, one line a
+// value; the browser resumes after the last value it got if the connection drops.
+(function () {
+  document.querySelectorAll("pre.stream").forEach(function (box) {
+    var url = "/api/stream?id=" + encodeURIComponent(box.getAttribute("data-id")) +
+      "&key=" + encodeURIComponent(box.getAttribute("data-key"));
+    var state = document.getElementById(box.getAttribute("data-state"));
+    var count = 0;
+    var source = new EventSource(url);
+    source.onmessage = function (event) {
+      box.appendChild(document.createTextNode(event.data + "\n"));
+      count += 1;
+      if (state) state.textContent = count + " value(s)";
+    };
+    source.addEventListener("end", function () {
+      source.close();
+      if (state) state.textContent = count + " value(s), ended";
+    });
+  });
+})();
