@@ -48,6 +48,8 @@ RECORDS = [
     ("send", "succeeded", "null", None),
     ("child", "succeeded", '"P:child"', None),
     ("event", "succeeded", "null", None),
+    ("stream", "succeeded", "null", None),
+    ("stream", "failed", None, ERROR),
 ]
 
 

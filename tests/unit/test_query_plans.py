@@ -12,6 +12,7 @@ from raftflow.engine.runtime.schedules import SQL as SCHEDULES
 from raftflow.stores.flows import QUERIES as STORE
 from raftflow.stores.inspect import OPS
 from raftflow.stores.retention import SQL as RETENTION
+from raftflow.stores.streams import SQL as STREAMS
 from raftflow.transports.db.catalogue import Catalogue
 from raftflow.transports.db.schema import MIGRATIONS
 from raftflow.transports.queue import QUERIES as QUEUE
@@ -27,6 +28,7 @@ TABLES = (
     "workers",
     "worker_duties",
     "rate_slots",
+    "streams",
 )
 HOT_PATH = [
     (QUEUE, "publish"),
@@ -109,8 +111,16 @@ HOT_PATH = [
     (RETENTION, "delete_steps"),
     (RETENTION, "delete_signals"),
     (RETENTION, "delete_events"),
+    (RETENTION, "delete_streams"),
     (RETENTION, "delete_messages"),
     (RETENTION, "delete_executions"),
+    # Durable streams (stores/streams.sql): a write (in a step's commit) and the reads.
+    (STREAMS, "write"),
+    (STREAMS, "close"),
+    (STREAMS, "state"),
+    (STREAMS, "read"),
+    (STREAMS, "status"),
+    (STREAMS, "keys"),
 ]
 PARAMS = {
     "token": "t",
@@ -162,6 +172,10 @@ PARAMS = {
     "per": 1.0,
     "lane": "default/w",
     "lanes": '["", "default/w", "billing/x"]',
+    "run": 1,
+    "call_idx": 0,
+    "max_values": 10,
+    "position": 0,
     **dict.fromkeys(
         [
             "parent_id",
