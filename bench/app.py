@@ -12,7 +12,8 @@ committed with the step's checkpoint.
 
 The timers phase (:mod:`bench.timers`) uses the durable primitives: ``nap`` sleeps then
 runs one step, ``inbox`` waits for a message then runs one step, ``parent`` starts ``one``
-as a child and waits for it, ``flaky`` retries a step that fails its first attempts.
+as a child and waits for it, ``flaky`` retries a step that fails its first attempts,
+``streamer`` writes ``STREAM_WRITES`` values to a durable stream then runs one step.
 """
 
 from __future__ import annotations
@@ -68,6 +69,17 @@ def chain_sync(spec: Chain) -> int:
 
 @engine.workflow
 async def one(value: int) -> int:
+    return await tick(value, 0.0)
+
+
+#: The values ``streamer`` writes before its step.
+STREAM_WRITES = 10
+
+
+@engine.workflow
+async def streamer(value: int) -> int:
+    for i in range(STREAM_WRITES):
+        await engine.write_stream_async("bench", i)
     return await tick(value, 0.0)
 
 

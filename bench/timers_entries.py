@@ -62,6 +62,8 @@ def _one_run(engine: Engine, case: str, ctx: Context, n: int) -> None:
             pass
         else:
             raise RuntimeError("a cancelled nap succeeded")
+    elif case == "stream x10":
+        assert engine.start(app.streamer, n).result(timeout=60) == n
     elif case == "retry 0.1s":
         assert engine.start(app.flaky, app.Flaky(fail_times=1)).result(timeout=60) == 2
     elif case == "retry 2s":
@@ -79,6 +81,7 @@ CASES: dict[str, tuple[str, str]] = {
     "recv+send": ("recv() parked, a client send(), then the step", "baseline"),
     "child": ("start a 1-step child, wait for its result", "baseline"),
     "cancel": ("sleep(3600), parked, cancelled by a client", "baseline"),
+    "stream x10": ("write_stream() 10 values, then the step", "baseline"),
     "retry 0.1s": ("a step failing once, retried after 0.1 s (in place)", "baseline"),
     "retry 2s": ("a step failing once, retried after 2 s (parked)", "baseline"),
 }

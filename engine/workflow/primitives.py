@@ -17,6 +17,8 @@ send        send, target id                  one request (the signal, idempotent
 child       child, workflow: the child's id  one request (its start, idempotent by id)
 wait        wait, child id: its outcome      as recv
 event       event, key                       one request (the value)
+stream      stream, key                      none: the value goes in the record's commit,
+                                             sent at once (:mod:`.streams`)
 ==========  ==============================================================================
 """
 
