@@ -6,6 +6,7 @@ values refused at the boundary, retention."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.engine.ops.cli import main
+from raftflow.engine.ops.cli.exits import Exit
 from raftflow.engine.runtime.retention import RetentionFlows
 from raftflow.engine.testing import WorkflowTestEnvironment
 from raftflow.stores import streams as stream_rows
@@ -238,3 +241,31 @@ def test_retention_deletes_streams_with_their_execution() -> None:
         assert engine.store.run(retention.delete_batch(keep, 50)) == 1
         assert engine.streams(young.id)[0].length == 2
         assert engine.store.run(stream_rows.keys(old.id)) == []  # the rows are gone
+
+
+def test_the_stream_command_prints_one_json_value_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    engine = Engine.from_url(url)
+
+    @engine.workflow
+    def produce(n: int) -> int:
+        for i in range(n):
+            engine.write_stream("s", {"i": i, "text": "é"})
+        engine.close_stream("s")
+        return n
+
+    try:
+        with engine.running_worker():
+            assert engine.start(produce, 3, execution_id="e1").result(timeout=10) == 3
+    finally:
+        engine.close()
+    capsys.readouterr()
+    assert main(["stream", "e1", "s", "--url", url]) == Exit.OK
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in lines] == [{"i": i, "text": "é"} for i in range(3)]
+    assert main(["stream", "e1", "s", "--follow", "--offset", "2", "--url", url]) == Exit.OK
+    assert capsys.readouterr().out == '{"i":2,"text":"é"}\n'
+    assert main(["stream", "nope", "s", "--url", url]) != Exit.OK
+    assert "no execution has id 'nope'" in capsys.readouterr().err
