@@ -34,6 +34,7 @@ APP = "tests.apps.ops:engine"
 CONNECTING = [
     "start",
     "result",
+    "stream",
     "get",
     "steps",
     "list",
