@@ -22,6 +22,7 @@ TABLES = (
     "workers",
     "worker_duties",
     "rate_slots",
+    "streams",
 )
 
 

@@ -23,6 +23,7 @@ from raftflow.engine.testing import WorkflowTestEnvironment
 from raftflow.stores import streams as stream_rows
 
 from raftflow import (
+    Client,
     Engine,
     ExecutionNotFoundError,
     InvalidArgumentError,
@@ -33,8 +34,13 @@ from raftflow.errors import PayloadTooLargeError, StreamClosedError, StreamFullE
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = Engine.from_url(f"sqlite:///{tmp_path / 'streams.db'}")
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'streams.db'}"
+
+
+@pytest.fixture
+def engine(url: str) -> Iterator[Engine]:
+    engine = Engine.from_url(url)
     yield engine
     engine.close()
 
@@ -45,7 +51,7 @@ def stream_calls(engine: Engine, execution_id: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_reader_attached_before_the_writes_sees_each_value_once_in_order(
-    engine: Engine, kind: str
+    engine: Engine, url: str, kind: str
 ) -> None:
     go = threading.Event()
 
@@ -101,10 +107,14 @@ def test_a_reader_attached_before_the_writes_sees_each_value_once_in_order(
     infos = {info.key: (info.length, info.closed) for info in engine.streams(handle.id)}
     assert infos == {"other": (1, False), "tokens": (30, True)}
 
-    async def read_async() -> list[Any]:
-        return [value async for value in engine.read_stream_async(handle.id, "tokens", 25)]
+    async def read_async() -> tuple[list[Any], list[Any]]:
+        ours = [value async for value in engine.read_stream_async(handle.id, "tokens", 25)]
+        async with Client.from_url(url).to_async() as client:  # by name, from elsewhere
+            theirs = [value async for value in client.read_stream(handle.id, "tokens", 28)]
+            assert [s.key for s in await client.streams(handle.id)] == ["other", "tokens"]
+        return ours, theirs
 
-    assert asyncio.run(read_async()) == [{"i": i} for i in range(25, 30)]
+    assert asyncio.run(read_async()) == ([{"i": i} for i in range(25, 30)], [{"i": 28}, {"i": 29}])
 
 
 def test_a_replayed_write_is_not_appended_again_across_a_worker_restart(
