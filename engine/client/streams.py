@@ -19,6 +19,7 @@ from raftflow.engine.workflow.context import current_activation
 from raftflow.stores import streams
 from raftflow.stores.streams import StreamInfo, StreamPage
 from raftflow.transports.db.flow import Flow
+from raftflow.transports.payload import check_id
 
 from raftflow.errors import NotInWorkflowError
 
@@ -37,7 +38,7 @@ class StreamCursor:
         self.execution_id, self.key, self.follow = execution_id, key, follow
         self.position = offset
         self.done = False
-        self.delay = FIRST_POLL
+        self.delay = 0.0  # the first read at once
         self.final = False  # the execution was finished: one strong read, then the end
 
     def next_read(self) -> Flow[StreamPage]:
@@ -93,8 +94,7 @@ class StreamReads:
 
     def streams(self, execution_id: str) -> list[StreamInfo]:
         """The streams of an execution: each key, its number of values, whether closed."""
-        execution_id = streams.check_read(execution_id, "-", 0)[0]
-        return self.store.run(streams.keys(execution_id))
+        return self.store.run(streams.keys(check_id(execution_id, what="execution_id")))
 
     def _cursor(self, execution_id: str, key: str, offset: int, follow: bool) -> StreamCursor:
         if current_activation() is not None:
