@@ -51,8 +51,9 @@ def stream_calls(engine: Engine, execution_id: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_reader_attached_before_the_writes_sees_each_value_once_in_order(
-    engine: Engine, url: str, kind: str
+    engine: Engine, url: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(stream_rows, "PAGE_SIZE", 7)  # 30 values: several pages a reader
     go = threading.Event()
 
     if kind == "sync":
