@@ -1,0 +1,1 @@
+"""Integrations with other libraries, each behind an extra (``raftflow[ai]``: pydantic-ai)."""
