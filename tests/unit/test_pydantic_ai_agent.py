@@ -9,22 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
-from pydantic_ai import Agent, ModelRetry  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.models.test import TestModel  # noqa: E402
-from raftflow.contrib.pydantic_ai import EVENTS_STREAM, RaftflowAgent  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 
-from raftflow import Engine, Status  # noqa: E402
+from raftflow import Engine, Status
+from raftflow.contrib.pydantic_ai import EVENTS_STREAM, RaftflowAgent
 
 
 @pytest.fixture
@@ -45,9 +42,7 @@ class Counted:
 
     def answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.model_calls += 1
-        results = [
-            p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)
-        ]
+        results = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
         if len(results) < 2:
             key = "ab"[len(results)]
             return ModelResponse(parts=[ToolCallPart("lookup", {"key": key}, f"call-{key}")])

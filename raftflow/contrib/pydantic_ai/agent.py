@@ -116,7 +116,8 @@ class RaftflowAgent(Generic[AgentDepsT, OutputDataT]):
         """The agent's output from an execution's result, in the agent's output type."""
         if self._output is None:
             return result["output"]  # type: ignore[no-any-return]
-        return self._output.validate_python(result["output"])
+        output: OutputDataT = self._output.validate_python(result["output"])
+        return output
 
     def run(
         self,
