@@ -20,7 +20,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from raftflow import Engine, Status
+from raftflow import Engine, Status, WorkflowFailedError
 from raftflow.contrib.pydantic_ai import EVENTS_STREAM, RaftflowAgent
 
 
@@ -140,3 +140,23 @@ def test_an_agent_needs_a_name_and_a_model(engine: Engine) -> None:
         RaftflowAgent(Agent(TestModel()), engine)
     with pytest.raises(UserError, match="model"):
         RaftflowAgent(Agent(name="no-model"), engine)
+
+
+def test_a_failing_tool_fails_the_run_once_recorded(engine: Engine) -> None:
+    calls: list[str] = []
+    agent = Agent(TestModel(call_tools=["broken"]), name="failing")
+
+    @agent.tool_plain
+    def broken(key: str) -> str:
+        """Always fails."""
+        calls.append(key)
+        raise ValueError("the tool is broken")
+
+    durable = RaftflowAgent(agent, engine)
+    with engine.running_worker():
+        handle = durable.start("go", execution_id="failing")
+        with pytest.raises(WorkflowFailedError, match="the tool is broken"):
+            handle.result(timeout=60)
+    assert handle.status() is Status.FAILED
+    assert len(calls) == 1  # a user code failure is recorded, not retried for ever
+    assert [s.status for s in handle.steps() if s.name == "failing.tool_call"] == ["failed"]
