@@ -57,7 +57,9 @@ from tests.sim.threads import Lockstep
 EPOCH = 1_800_000_000.0
 NODES = ("http://n1:4001", "http://n2:4001", "http://n3:4001")
 CLOCK_SQL = QUERIES("clock").sql.strip()
-CLAIM_NAME = QUERIES("claim").name  # by name: a mutation may change its text
+#: The claims, by name (a mutation may change their text): the transport's claim of every
+#: lane and a worker's of the lanes it serves.
+CLAIM_NAMES = frozenset({QUERIES("claim").name, QUERIES("claim_served").name})
 
 LIMITS_SQL = """
 SELECT e.limit_key, MAX(e.limit_max), COUNT(DISTINCT e.id), COUNT(DISTINCT m.group_id)
@@ -348,7 +350,7 @@ class SimCluster:
         if stale:
             self._catch_up()
         connection = self.stale if stale else self.main
-        claim = not stale and any(s.name == CLAIM_NAME for s in request.statements)
+        claim = not stale and any(s.name in CLAIM_NAMES for s in request.statements)
         before = self._live_leases() if claim else {}
         suspects = self.audit.before(request) if not (stale or request.is_read_only) else []
         response = connection.send(request)
