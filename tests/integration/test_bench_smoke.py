@@ -150,9 +150,9 @@ def test_default_smoke_reports_every_number(tmp_path: Path, rqlited_path: Path) 
     cases = timers["primitives"]["cases"]
     for case in cases:
         positive(data, "timers", "primitives", "cases", case, "entries_per_execution")
-    assert len(cases) == 8
+    assert len(cases) == 9
     # Each primitive costs entries of its own on top of the 1-step baseline.
-    for case in ("sleep 2s", "recv+send", "child", "cancel", "retry 2s"):
+    for case in ("sleep 2s", "recv+send", "child", "cancel", "retry 2s", "stream x10"):
         assert cases[case]["extra"] > 0, (case, cases[case])
     waiting = timers["waiting"]
     wakes = waiting["wakes"]
