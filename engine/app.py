@@ -26,15 +26,14 @@ from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.retention import DEFAULT_RETENTION, check_retention
 from raftflow.engine.runtime.worker import Worker, WorkerOptions
+from raftflow.engine.shards.deployment import Shard, Shards, open_shards
 from raftflow.engine.workflow.definitions import Definitions
 from raftflow.engine.workflow.durable import DurableCalls
 from raftflow.engine.workflow.registry import Registry
 from raftflow.engine.workflow.schedule import Schedule
-from raftflow.stores.rqlite import RqliteStore
 from raftflow.stores.store import SqlStore
-from raftflow.transports.db.database import ConnectOptions, check_connect_options, scheme_of
+from raftflow.transports.db.database import ConnectOptions, check_connect_options
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
-from raftflow.transports.rqlite import RqliteTransport
 from raftflow.transports.transport import SqlTransport
 from typing_extensions import Unpack
 
@@ -103,7 +102,7 @@ class Engine(Definitions, DurableCalls, ClientCalls):
         self.auto_migrate = auto_migrate
         self._url, self._options = url, options
         self._lock = threading.Lock()
-        self._pair: tuple[SqlTransport, SqlStore] | None = None
+        self._shards: Shards | None = None
         if (transport is None) != (store is None):
             raise ConfigurationError("give both a transport and a store, or neither")
         if transport is not None and store is not None:
@@ -113,7 +112,7 @@ class Engine(Definitions, DurableCalls, ClientCalls):
                     "store: give them to their from_url() instead"
                 )
             store.share(transport)
-            self._pair = (transport, store)
+            self._shards = Shards([Shard("", transport, store)], None)
 
     @classmethod
     def from_url(
@@ -138,38 +137,53 @@ class Engine(Definitions, DurableCalls, ClientCalls):
             version=version,
             **options,
         )
-        engine._connected()
+        engine.shards  # noqa: B018 -- connect now
         return engine
 
     # -- the transport and the store ------------------------------------------------------
 
     def connect(self, url: str | Sequence[str], **options: Unpack[ConnectOptions]) -> None:
-        """Point this engine at ``url`` (closing the transport and store it had opened)."""
+        """Point this engine at ``url`` (closing the transports and stores it had opened)."""
         check_connect_options(options)
-        pair = open_pair(url, self.max_payload_bytes, self.auto_migrate, options)
+        shards = open_shards(url, self.max_payload_bytes, self.auto_migrate, options)
         with self._lock:
-            old, self._pair = self._pair, pair
+            old, self._shards = self._shards, shards
             self._url, self._options = url, options
         if old is not None:
-            old[0].close()
+            old.close()
 
-    def _connected(self) -> tuple[SqlTransport, SqlStore]:
+    @property
+    def shards(self) -> Shards:
+        """The clusters this engine reaches: one, or those of a sharded deployment (a URL
+        with ``;``), each a transport and a store (opened on first use)."""
         with self._lock:
-            if self._pair is None:
+            if self._shards is None:
                 url = self._url if self._url is not None else DEFAULT_URL
-                pair = open_pair(url, self.max_payload_bytes, self.auto_migrate, self._options)
-                self._pair = pair
-            return self._pair
+                self._shards = open_shards(
+                    url, self.max_payload_bytes, self.auto_migrate, self._options
+                )
+            return self._shards
+
+    def _connected(self) -> Shard:
+        shards = self.shards
+        if shards.sharded:
+            raise ConfigurationError(
+                "this engine is sharded: each cluster has its own transport and store "
+                "(engine.shards.of(execution_id))"
+            )
+        return shards.shards[0]
 
     @property
     def transport(self) -> SqlTransport:
-        """The queue that delivers the executions' events (opened on first use)."""
-        return self._connected()[0]
+        """The queue that delivers the executions' events (opened on first use; a sharded
+        engine has one per cluster: :attr:`shards`)."""
+        return self._connected().transport
 
     @property
     def store(self) -> SqlStore:
-        """The executions' state: records, status, outcomes (opened on first use)."""
-        return self._connected()[1]
+        """The executions' state: records, status, outcomes (opened on first use; a sharded
+        engine has one per cluster: :attr:`shards`)."""
+        return self._connected().store
 
     @property
     def version(self) -> str:
@@ -179,11 +193,11 @@ class Engine(Definitions, DurableCalls, ClientCalls):
         return self.registry.version
 
     def close(self) -> None:
-        """Close the transport's connection (which the store shares)."""
+        """Close the transports' connections (which the stores share)."""
         with self._lock:
-            pair, self._pair = self._pair, None
-        if pair is not None:
-            pair[0].close()
+            shards, self._shards = self._shards, None
+        if shards is not None:
+            shards.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -204,7 +218,9 @@ class Engine(Definitions, DurableCalls, ClientCalls):
         from raftflow.engine.workflow.transaction import create_tables_request
         from raftflow.transports.db.flow import single
 
-        self.store.run(single(create_tables_request(metadata)))
+        request = create_tables_request(metadata)
+        for shard in self.shards:  # sharded: the app's tables on every cluster
+            shard.store.run(single(request))
 
     # -- workers --------------------------------------------------------------------------
 
@@ -280,30 +296,6 @@ class Engine(Definitions, DurableCalls, ClientCalls):
 
     def __repr__(self) -> str:
         return f"<Engine workflows={sorted(self.registry.workflows)}>"
-
-
-def open_pair(
-    url: str | Sequence[str],
-    max_payload_bytes: int,
-    auto_migrate: bool | None,
-    options: ConnectOptions,
-) -> tuple[SqlTransport, SqlStore]:
-    """The engine's transport and store on ``url`` (:class:`~raftflow.RqliteTransport` and
-    :class:`~raftflow.RqliteStore` on rqlite), the store on the transport's connection, the
-    schema checked (an older one migrated only with ``auto_migrate``; None: on SQLite)."""
-    rqlite = scheme_of(url) == "rqlite"
-    transport_class = RqliteTransport if rqlite else SqlTransport
-    store_class = RqliteStore if rqlite else SqlStore
-    transport = transport_class.from_url(
-        url, create_schema=False, max_event_bytes=max_payload_bytes, **options
-    )
-    try:
-        store = store_class(transport.database, max_payload_bytes=max_payload_bytes)
-        store.create_schema(auto_migrate)
-    except BaseException:
-        transport.close()
-        raise
-    return transport, store
 
 
 def _check_positive_int(value: object, name: str) -> None:

@@ -176,4 +176,4 @@ class AsyncClient:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<AsyncClient {self.client.store.database.identity}>"
+        return f"<AsyncClient {';'.join(shard.identity for shard in self.client.shards)}>"

@@ -22,6 +22,7 @@ from raftflow.engine.workflow import primitives
 from raftflow.engine.workflow.context import current_activation, workflow_run
 from raftflow.engine.workflow.drivers import adrive, drive
 from raftflow.engine.workflow.registry import Registry
+from raftflow.engine.workflow.schedule import SCHEDULE_PREFIX
 from raftflow.stores.records import Status
 from raftflow.transports.payload import check_id, check_topic, to_json
 
@@ -184,7 +185,7 @@ class ClientCalls(ClientFace):
 
     def _current_lane(self, execution_id: str) -> str:
         """The lane an execution's workflow has in this engine's version."""
-        record = self.store.get(execution_id)
+        record = self.store_of(execution_id).get(execution_id)
         if record is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         return self.registry.lane(self.registry.workflow(record.workflow))
@@ -203,7 +204,7 @@ class ClientCalls(ClientFace):
             raise NotInWorkflowError("replay() is for client code, not for workflows")
         check_id(execution_id, what="execution_id")
         return replay(
-            self.store,
+            self.store_of(execution_id),
             self.registry,
             execution_id,
             max_payload_bytes=self.max_payload_bytes,
@@ -217,14 +218,19 @@ class ClientCalls(ClientFace):
     # -- schedules ------------------------------------------------------------------------
 
     def list_schedules(self) -> builtins.list[ScheduleInfo]:
-        """The schedules the database holds (of any app), with the time each waits for."""
-        store = self.store
-        return store.run(ScheduleFlows(store.clock).list())
+        """The schedules the database holds (of any app), with the time each waits for
+        (sharded: each cluster's, a schedule on the cluster of its workflow's name)."""
+        found = [
+            info
+            for shard in self.shards
+            for info in shard.store.run(ScheduleFlows(shard.store.clock).list())
+        ]
+        return sorted(found, key=lambda info: info.workflow) if len(self.shards) > 1 else found
 
     def remove_schedule(self, workflow: Any) -> bool:
         """Delete a workflow's schedule from the database (a workflow function or its
         name); False if it had none. Workers that still register it make it again within
         10 s: remove ``@engine.scheduled`` from the code first."""
         name = workflow if isinstance(workflow, str) else self.registry.workflow(workflow).name
-        store = self.store
+        store = self.store_of(SCHEDULE_PREFIX + name)
         return store.run(ScheduleFlows(store.clock).remove(name))

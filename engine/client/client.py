@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from raftflow.engine.app import DEFAULT_URL, open_pair
+from raftflow.engine.app import DEFAULT_URL
 from raftflow.engine.client.face import ClientFace, check_debounce, start_arguments
 from raftflow.engine.client.routing import execution_route, route
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.runtime.local import LocalWorkers
+from raftflow.engine.shards.deployment import Shard, Shards, open_shards
 from raftflow.engine.workflow.context import current_activation
 from raftflow.engine.workflow.queues import DEFAULT_QUEUE, check_queue
 from raftflow.engine.workflow.registry import Codec
@@ -24,7 +25,7 @@ from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_id, to_json
 from raftflow.transports.transport import SqlTransport
 from typing_extensions import Unpack
 
-from raftflow.errors import NotInWorkflowError
+from raftflow.errors import ConfigurationError, NotInWorkflowError
 
 if TYPE_CHECKING:
     from raftflow.engine.client.async_client import AsyncClient
@@ -49,10 +50,13 @@ class Client(ClientFace):
 
     def __init__(self, transport: SqlTransport, store: SqlStore) -> None:
         store.share(transport)
-        self.transport, self._store = transport, store
+        self._open(Shards([Shard("", transport, store)], None))
+
+    def _open(self, shards: Shards) -> None:
+        self._shards = shards
         self.hooks: list[Hooks] = []
         self.local = LocalWorkers()  # runs no worker: every start is written, every wait polls
-        self.max_payload_bytes = store.max_payload_bytes
+        self.max_payload_bytes = shards.shards[0].store.max_payload_bytes
 
     @classmethod
     def from_url(
@@ -67,12 +71,33 @@ class Client(ClientFace):
         an engine's is: a SQLite file is created or migrated, an older rqlite schema refused
         (``raftflow migrate``)."""
         check_connect_options(options)
-        return cls(*open_pair(url, max_payload_bytes, None, options))
+        client = cls.__new__(cls)
+        client._open(open_shards(url, max_payload_bytes, None, options))
+        return client
+
+    @property
+    def shards(self) -> Shards:
+        """The clusters it reaches: one, or those of a sharded deployment."""
+        return self._shards
 
     @property
     def store(self) -> SqlStore:
-        """The executions' state: records, status, outcomes."""
-        return self._store
+        """The executions' state: records, status, outcomes (unsharded; a sharded
+        deployment has a store per cluster: :meth:`store_of`)."""
+        return self._single().store
+
+    @property
+    def transport(self) -> SqlTransport:
+        """The queue (unsharded; a sharded deployment has one per cluster: :attr:`shards`)."""
+        return self._single().transport
+
+    def _single(self) -> Shard:
+        if self._shards.sharded:
+            raise ConfigurationError(
+                "this client is sharded: each cluster has its own transport and store "
+                "(client.shards.of(execution_id))"
+            )
+        return self._shards.shards[0]
 
     @overload
     def start(
@@ -135,13 +160,15 @@ class Client(ClientFace):
         execution_id = start_arguments(execution_id, priority)
         to_json(input, what="workflow input", limit=self.max_payload_bytes)
         output = None if output_type is None else Codec.of(output_type)
-        lane = self.store.run(route(self.store.clock, queue, name))
+        store = self.store_of(execution_id)
+        lane = store.run(route(store.clock, queue, name))
         return self._record_start(
             name, input, execution_id, priority, lane=lane, debounce=debounce, output=output
         )
 
     def _current_lane(self, execution_id: str) -> str:
-        return self.store.run(execution_route(self.store.clock, execution_id))
+        store = self.store_of(execution_id)
+        return store.run(execution_route(store.clock, execution_id))
 
     def to_async(self) -> AsyncClient:
         """The async twin on this client's connection (closing either closes both)."""
@@ -150,8 +177,8 @@ class Client(ClientFace):
         return AsyncClient(self)
 
     def close(self) -> None:
-        """Close the connection."""
-        self.transport.close()
+        """Close the connections."""
+        self._shards.close()
 
     def __enter__(self) -> Client:
         return self
@@ -160,4 +187,4 @@ class Client(ClientFace):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Client {self.store.database.identity}>"
+        return f"<Client {';'.join(shard.identity for shard in self._shards)}>"

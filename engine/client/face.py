@@ -47,6 +47,7 @@ from raftflow.errors import (
 )
 
 if TYPE_CHECKING:
+    from raftflow.engine.shards.deployment import Shards
     from raftflow.stores.store import SqlStore
 
 T = TypeVar("T")
@@ -62,8 +63,12 @@ class ClientFace(StreamReads):
     max_payload_bytes: int
 
     @property
-    def store(self) -> SqlStore:
+    def shards(self) -> Shards:
         raise NotImplementedError  # the Engine's, the Client's
+
+    def store_of(self, execution_id: str) -> SqlStore:
+        """The store of the cluster that holds ``execution_id`` (the only one, unsharded)."""
+        return self.shards.of(execution_id).store
 
     def _output(self, workflow: str, value: Any) -> Any:
         """A succeeded execution's stored output, as its caller gets it."""
@@ -94,10 +99,13 @@ class ClientFace(StreamReads):
         the execution's record and its first event, atomically, in one request."""
         # A worker of this process with a free slot (the fast path) -- not for an execution
         # that may have to wait: for a slot of its limit, or for its debounce.
+        shards = self.shards
+        shards.check_startable()
+        shard = shards.of(execution_id)
         fast = limit is None and debounce is None
-        local = self.local.reserve(priority, lane) if fast else None
+        local = self.local.reserve(priority, lane, shard.name) if fast else None
         token = None if local is None else f"{local.worker_id}:{uuid.uuid4().hex}"
-        store = self.store
+        store = shard.store
         try:
             outcome = store.run(
                 store.flows.start(
@@ -149,7 +157,7 @@ class ClientFace(StreamReads):
     def get(self, execution_id: str, *, output_type: Any = None) -> WorkflowHandle[Any]:
         """The handle of an existing execution; :class:`ExecutionNotFoundError` otherwise.
         ``output_type`` (a pydantic model, ``list[int]``...): what its output becomes."""
-        if self.store.get(execution_id) is None:
+        if self.store_of(execution_id).get(execution_id) is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         output = None if output_type is None else Codec.of(output_type)
         return WorkflowHandle(self, execution_id, created=False, output=output)
@@ -157,8 +165,13 @@ class ClientFace(StreamReads):
     def list(
         self, status: Status | str | None = None, limit: int = 100
     ) -> builtins.list[ExecutionRecord]:
-        """The most recent executions first, optionally only those with ``status``."""
-        return self.store.list(status=None if status is None else Status(status), limit=limit)
+        """The most recent executions first, optionally only those with ``status`` (of
+        every cluster, sharded: the ``limit`` most recent of all)."""
+        wanted = None if status is None else Status(status)
+        found = [r for shard in self.shards for r in shard.store.list(status=wanted, limit=limit)]
+        if len(self.shards) > 1:
+            found.sort(key=lambda record: (record.created_at, record.id), reverse=True)
+        return found[:limit]
 
     def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
         """The latest value of an execution's event ``key``, waiting up to ``timeout``
@@ -170,7 +183,7 @@ class ClientFace(StreamReads):
         key = check_topic(key, what="event key")
         deadline = time.monotonic() + seconds_of(timeout, "timeout")
         delay = 0.01
-        store = self.store
+        store = self.store_of(execution_id)
         while True:
             found, value = store.run(store.flows.get_event(execution_id, key))
             if found:
@@ -194,7 +207,8 @@ class ClientFace(StreamReads):
         to_json(message, what="message", limit=self.max_payload_bytes)
         run = workflow_run("send", False)
         if run is None:
-            self.store.run(self.store.flows.send(execution_id, message, topic_, key))
+            store = self.store_of(execution_id)
+            store.run(store.flows.send(execution_id, message, topic_, key))
             return
         drive(run, primitives.send(run, execution_id, message, topic_, key))
 
@@ -206,7 +220,8 @@ class ClientFace(StreamReads):
         finished execution is left as it is. Returns the status it had when the cancel
         was written."""
         check_id(execution_id, what="execution_id")
-        return self.store.run(self.store.flows.cancel(execution_id))
+        store = self.store_of(execution_id)
+        return store.run(store.flows.cancel(execution_id))
 
     def resume(self, execution_id: str, *, to_current_version: bool = False) -> bool:
         """Run a failed or cancelled execution again from its last recorded step, on the
@@ -220,7 +235,8 @@ class ClientFace(StreamReads):
         recorded (check it with ``engine.replay`` first)."""
         check_id(execution_id, what="execution_id")
         lane = self._current_lane(execution_id) if to_current_version else None
-        return self.store.run(self.store.flows.resume(execution_id, RUN, lane))
+        store = self.store_of(execution_id)
+        return store.run(store.flows.resume(execution_id, RUN, lane))
 
     def fork(
         self,
@@ -237,10 +253,26 @@ class ClientFace(StreamReads):
         :class:`InvalidArgumentError` for a ``from_step`` past the calls ``execution_id``
         recorded (nothing is written). The new execution is pinned to the source's version,
         or with ``to_current_version`` to the current one (as :meth:`resume`)."""
-        new_id = new_execution_id or uuid.uuid4().hex
+        shard = self.shards.of(execution_id)
+        new_id = new_execution_id or _id_on(self.shards, shard.name)
+        if self.shards.of(new_id) is not shard:
+            raise InvalidArgumentError(
+                f"new_execution_id {new_id!r} routes to another cluster than "
+                f"{execution_id!r}: a fork is made on its source's cluster -- give an id "
+                f"that begins like the source's ({execution_id.split('/')[0]!r}/...)"
+            )
         lane = self._current_lane(execution_id) if to_current_version else None
-        self.store.run(self.store.flows.fork(execution_id, from_step, new_id, RUN, lane))
+        shard.store.run(shard.store.flows.fork(execution_id, from_step, new_id, RUN, lane))
         return WorkflowHandle(self, new_id)
+
+
+def _id_on(shards: Shards, name: str) -> str:
+    """A new random id that routes to the cluster ``name`` (the first of a few draws that
+    does: about one in as many as the clusters)."""
+    while True:
+        candidate = uuid.uuid4().hex
+        if shards.of(candidate).name == name:
+            return candidate
 
 
 def start_arguments(execution_id: str | None, priority: int) -> str:

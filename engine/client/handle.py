@@ -57,7 +57,7 @@ class WorkflowHandle(Generic[T]):
 
     def info(self) -> ExecutionRecord:
         """The execution as stored now."""
-        record = self.client.store.get(self.id)
+        record = self.client.store_of(self.id).get(self.id)
         if record is None:
             raise ExecutionNotFoundError(f"no execution has id {self.id!r}")
         return record
@@ -68,16 +68,16 @@ class WorkflowHandle(Generic[T]):
 
     def steps(self) -> list[StepRecord]:
         """The recorded steps, in call order."""
-        return list(self.client.store.steps(self.id))
+        return list(self.client.store_of(self.id).steps(self.id))
 
     def children(self) -> list[ExecutionRecord]:
         """The executions this one started (``engine.start`` in its workflow code)."""
-        return list(self.client.store.children(self.id))
+        return list(self.client.store_of(self.id).children(self.id))
 
     def runs(self) -> list[ExecutionRecord]:
         """The runs this execution ended with ``engine.continue_as_new``, oldest first
         (ids ``"<id>#1"``, ``"<id>#2"``...; their steps are under those ids)."""
-        return list(self.client.store.runs(self.id))
+        return list(self.client.store_of(self.id).runs(self.id))
 
     def cancel(self) -> Status:
         """Cancel the execution (see :meth:`Engine.cancel`); its status when asked."""

@@ -70,9 +70,8 @@ class StreamReads:
     """read_stream (and what its async twins share), and the list of an execution's
     streams."""
 
-    @property
-    def store(self) -> SqlStore:
-        raise NotImplementedError  # the Engine's, the Client's
+    def store_of(self, execution_id: str) -> SqlStore:
+        raise NotImplementedError  # the client face's: the cluster that holds it
 
     def read_stream(
         self, execution_id: str, key: str, offset: int = 0, follow: bool = True
@@ -82,7 +81,7 @@ class StreamReads:
         waits for new values until the stream is closed or the execution is finished;
         otherwise it ends with the values written so far.
         :class:`~raftflow.errors.ExecutionNotFoundError` if there is no such execution."""
-        return _follow(self.store, self._cursor(execution_id, key, offset, follow))
+        return _follow(self.store_of(execution_id), self._cursor(execution_id, key, offset, follow))
 
     def _read_stream_async(
         self, execution_id: str, key: str, offset: int, follow: bool
@@ -90,11 +89,14 @@ class StreamReads:
         """The async twin of :meth:`read_stream` (the engine's ``read_stream_async``,
         the async client's ``read_stream``): its requests run in a worker thread, its
         waits on the loop."""
-        return _afollow(self.store, self._cursor(execution_id, key, offset, follow))
+        return _afollow(
+            self.store_of(execution_id), self._cursor(execution_id, key, offset, follow)
+        )
 
     def streams(self, execution_id: str) -> list[StreamInfo]:
         """The streams of an execution: each key, its number of values, whether closed."""
-        return self.store.run(streams.keys(check_id(execution_id, what="execution_id")))
+        check_id(execution_id, what="execution_id")
+        return self.store_of(execution_id).run(streams.keys(execution_id))
 
     def _cursor(self, execution_id: str, key: str, offset: int, follow: bool) -> StreamCursor:
         if current_activation() is not None:

@@ -14,7 +14,7 @@ In the order a worker meets them::
         after_execution(id, status)        it reached a final status
       turn_ended(execution)                the worker gave it back, or finished it
       after_commit_batch(size=, ...)       one group-commit request
-    worker_stopped(worker)                 drained, about to close
+    worker_stopped(worker)                 drained and closed (every cluster's run)
 
 ``trace_context()`` is the client's side: ``engine.start`` stores what it returns with the
 execution (:mod:`raftflow.engine.ops.tracing`). Built-in hooks: :mod:`raftflow.engine.ops.metrics`

@@ -76,6 +76,7 @@ class RunHost:
         lanes: ServedLanes,
         stopping: asyncio.Event,
         running: Callable[[], int],
+        elsewhere: Callable[[str], AsyncStore | None] = lambda _id: None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.worker_id = worker.worker_id
@@ -92,6 +93,8 @@ class RunHost:
         self.local = local
         self.lanes = lanes
         self.stopping = stopping
+        #: Sharded: the store of another cluster that holds an execution (None: this one).
+        self.elsewhere = elsewhere
         self.committer = Committer(store, options, stats, hooks, alone=lambda: running() <= 1)
         # Whether another group waited to be claimed, and when that was read (keep_turn).
         self._waiting: tuple[float, bool] | None = None
@@ -120,8 +123,12 @@ class RunHost:
             self.stats.fenced += 1
         return outcome
 
-    async def run_flow(self, flow: Flow[T]) -> T:
-        return await self.store.run(flow)
+    async def run_flow(self, flow: Flow[T], route: str | None = None) -> T:
+        store = None if route is None else self.elsewhere(route)
+        return await (store or self.store).run(flow)
+
+    def holds_here(self, execution_id: str) -> bool:
+        return self.elsewhere(execution_id) is None
 
     def finished(self, execution_id: str, status: Status) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters."""

@@ -40,6 +40,11 @@ class LocalSlots(Protocol):
     def worker_id(self) -> str: ...
 
     @property
+    def shard(self) -> str:
+        """The name of the cluster it claims from ("" unsharded)."""
+        ...
+
+    @property
     def visibility(self) -> float:
         """Its lease length: the first event's lease lasts that long."""
         ...
@@ -105,13 +110,13 @@ class LocalWorkers:
         with self._lock:
             self._runs.remove(run)
 
-    def reserve(self, priority: int, lane: str) -> LocalSlots | None:
-        """A local worker that took a slot for an execution of ``priority`` in ``lane``
-        (one that serves it), or None."""
+    def reserve(self, priority: int, lane: str, shard: str = "") -> LocalSlots | None:
+        """A local worker of cluster ``shard`` that took a slot for an execution of
+        ``priority`` in ``lane`` (one that serves it), or None."""
         with self._lock:
             runs = list(self._runs)
         for run in runs:
-            if run.reserve(priority, lane):
+            if run.shard == shard and run.reserve(priority, lane):
                 return run
         return None
 

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from raftflow.engine.runtime.dispatch import Dispatcher
 from raftflow.engine.runtime.duties import Duty
@@ -42,9 +41,6 @@ from raftflow.stores.records import Claimed
 from raftflow.transports.contract import AsyncTransport
 
 from raftflow.errors import AuthenticationError, ConfigurationError, ProtocolError
-
-if TYPE_CHECKING:
-    from raftflow.engine.runtime.worker import Worker
 
 log = logging.getLogger("raftflow.worker")
 
@@ -76,8 +72,12 @@ class WorkerRun:
         served: Served,
         transport: AsyncTransport,
         store: AsyncStore,
+        shard: str = "",
+        elsewhere: Callable[[str], AsyncStore | None] = lambda _id: None,
     ) -> None:
         self.worker_id = worker_id = worker.worker_id
+        #: The cluster it claims from ("" unsharded: a worker has one run per cluster).
+        self.shard = shard
         self.options = options = worker.options
         self.stats = worker.stats
         self.hooks = worker.hooks
@@ -98,6 +98,7 @@ class WorkerRun:
             lanes=served.lanes,
             stopping=self.stopping,
             running=lambda: len(self.dispatch.activations),
+            elsewhere=elsewhere,
         )
         threads = options.concurrency + options.sticky_cache  # a kept sync run keeps its thread
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="raftflow-workflow")
@@ -199,16 +200,18 @@ class WorkerRun:
 
     # -- the run ----------------------------------------------------------------------------
 
-    async def run(self, on_ready: Callable[[], None] | None, worker: Worker) -> None:
+    async def run(self, on_ready: Callable[[], None] | None) -> None:
         background = [
             asyncio.create_task(self.host.committer.run(), name="raftflow-committer"),
             asyncio.create_task(self.heartbeat.run(), name="raftflow-heartbeat"),
             *(asyncio.create_task(duty.run(), name=duty.name) for duty in self.duties),
         ]
-        log.info("worker %s started (concurrency %d)", self.worker_id, self.options.concurrency)
+        where = f" on {self.shard}" if self.shard else ""
+        log.info(
+            "worker %s started%s (concurrency %d)", self.worker_id, where, self.options.concurrency
+        )
         try:
             await self.store.run(self.store.clock.now())  # sync the clock first
-            self.hooks.worker_started(worker)
             self.served.local.add(self)
             if on_ready is not None:
                 on_ready()
@@ -218,9 +221,9 @@ class WorkerRun:
                 self.served.local.remove(self)
             await self._drain()
         finally:
-            await self._close(background, worker)
+            await self._close(background)
 
-    async def _close(self, background: Sequence[asyncio.Task[None]], worker: Worker) -> None:
+    async def _close(self, background: Sequence[asyncio.Task[None]]) -> None:
         tasks = list(background)
         if self.host.waiting_read is not None:
             tasks.append(self.host.waiting_read)
@@ -229,7 +232,6 @@ class WorkerRun:
         await asyncio.gather(*tasks, return_exceptions=True)
         for duty in self.duties:
             await duty.leave()
-        self.hooks.worker_stopped(worker)
         self.runs.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
         await self.store.close()

@@ -9,6 +9,7 @@ executions), and gives it what the engine serves -- nothing reaches back for the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -23,6 +24,7 @@ from raftflow.engine.runtime.heartbeat import MIN_LEASE
 from raftflow.engine.runtime.hooks import HookChain
 from raftflow.engine.runtime.presence import PresenceState
 from raftflow.engine.workflow.queues import check_queues
+from raftflow.engine.workflow.schedule import SCHEDULE_PREFIX
 from raftflow.transports.payload import check_id, check_priority
 
 from raftflow.errors import InvalidArgumentError
@@ -30,6 +32,8 @@ from raftflow.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
     from raftflow.engine.runtime.run import WorkerRun
+    from raftflow.engine.shards.deployment import Shards
+    from raftflow.stores.contract import AsyncStore
 
 log = logging.getLogger("raftflow.worker")
 
@@ -176,26 +180,25 @@ class Worker:
         #: What this worker's presence beat last learned (``raftflow workers``, metrics).
         self.presence = PresenceState()
         self._stop_requested = threading.Event()
-        self._run: WorkerRun | None = None
+        self._runs: list[WorkerRun] = []  # one per cluster while it runs
         self._round_trips = 0
 
     @property
     def round_trips(self) -> int:
         """HTTP requests (or SQLite requests) this worker has sent so far."""
-        run = self._run
-        return run.round_trips if run is not None else self._round_trips
+        runs = self._runs
+        return sum(run.round_trips for run in runs) if runs else self._round_trips
 
     @property
     def running(self) -> int | None:
         """How many executions it runs now; None while it does not run."""
-        run = self._run
-        return None if run is None else run.running()
+        runs = self._runs
+        return sum(run.running() for run in runs) if runs else None
 
     @property
     def leases_held(self) -> int:
         """How many of the executions it runs hold their lease now (0 while it does not run)."""
-        run = self._run
-        return 0 if run is None else len(run.dispatch.held_leases())
+        return sum(len(run.dispatch.held_leases()) for run in self._runs)
 
     @property
     def stop_requested(self) -> bool:
@@ -206,52 +209,100 @@ class Worker:
         """Stop claiming, let running steps finish (``drain_timeout``), then return from
         :meth:`run`. Thread-safe; called before :meth:`run`, that run returns at once."""
         self._stop_requested.set()
-        run = self._run
-        if run is not None:
+        for run in self._runs:
             run.request_stop()
 
     async def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
-        """Work until :meth:`stop` is called."""
-        from raftflow.engine.runtime.host import Definitions, WorkerContext
-        from raftflow.engine.runtime.lanes import ServedLanes
-        from raftflow.engine.runtime.run import Served, WorkerRun
-
+        """Work until :meth:`stop` is called (sharded: on every cluster of the engine, a run
+        of its own on each, with ``concurrency`` slots each)."""
         if self._stop_requested.is_set():
             self._stop_requested.clear()
             log.info("worker %s: stop() was called before run(); not starting", self.worker_id)
             if on_ready is not None:
                 on_ready()
             return
+        runs = self._runs_on(self.engine.shards)
+        self._runs = runs
+        if self._stop_requested.is_set():  # stop() ran between the check and the assignment
+            for run in runs:
+                run.request_stop()
+        ready = len(runs)
+
+        def one_ready() -> None:
+            nonlocal ready
+            ready -= 1
+            if ready == 0:
+                self.hooks.worker_started(self)
+                if on_ready is not None:
+                    on_ready()
+
+        tasks = [asyncio.create_task(run.run(one_ready)) for run in runs]
+        try:
+            done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            if any(task.exception() is not None for task in done):
+                for run in runs:  # one run cannot go on: the worker stops on every cluster
+                    run.request_stop()
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._round_trips = sum(run.round_trips for run in runs)
+            self._runs = []
+            self._stop_requested.clear()
+            if ready == 0:
+                self.hooks.worker_stopped(self)
+
+    def _runs_on(self, shards: Shards) -> list[WorkerRun]:
+        """A run per cluster, each with its own connection, slots, committer and duties
+        (its schedules: those whose workflow's name routes to its cluster)."""
+        from raftflow.engine.runtime.host import Definitions, WorkerContext
+        from raftflow.engine.runtime.lanes import ServedLanes
+        from raftflow.engine.runtime.run import Served, WorkerRun
+
         engine = self.engine
-        transport = engine.transport.to_async()
         lanes = ServedLanes(engine.registry, self.options.queues, engine.schedules)
-        served = Served(
-            definitions=Definitions(engine.registry, engine.max_payload_bytes, engine.max_history),
-            lanes=lanes,
-            schedules={
+        definitions = Definitions(engine.registry, engine.max_payload_bytes, engine.max_history)
+        pairs = {}
+        for shard in shards:
+            transport = shard.transport.to_async()
+            pairs[shard.name] = (transport, shard.store.to_async(transport))
+
+        def elsewhere_of(name: str) -> Callable[[str], AsyncStore | None]:
+            def elsewhere(execution_id: str) -> AsyncStore | None:
+                holder = shards.of(execution_id).name
+                return None if holder == name else pairs[holder][1]
+
+            return elsewhere
+
+        context = WorkerContext(self.worker_id, self.options, self.stats, self.hooks)
+        runs = []
+        for shard in shards:
+            schedules = {
                 name: schedule
                 for name, schedule in engine.schedules.items()
-                if schedule.lane in lanes
-            },
-            retention=engine.retention,
-            local=engine.local,
-            presence=self.presence,
-        )
-        run = WorkerRun(
-            WorkerContext(self.worker_id, self.options, self.stats, self.hooks),
-            served=served,
-            transport=transport,
-            store=engine.store.to_async(transport),
-        )
-        self._run = run
-        if self._stop_requested.is_set():  # stop() ran between the check and the assignment
-            run.request_stop()
-        try:
-            await run.run(on_ready, self)
-        finally:
-            self._round_trips = run.round_trips
-            self._run = None
-            self._stop_requested.clear()
+                if schedule.lane in lanes and shards.of(SCHEDULE_PREFIX + name) is shard
+            }
+            served = Served(
+                definitions=definitions,
+                lanes=lanes,
+                schedules=schedules,
+                retention=engine.retention,
+                local=engine.local,
+                presence=self.presence,
+            )
+            transport, store = pairs[shard.name]
+            runs.append(
+                WorkerRun(
+                    context,
+                    served=served,
+                    transport=transport,
+                    store=store,
+                    shard=shard.name,
+                    elsewhere=elsewhere_of(shard.name),
+                )
+            )
+        return runs
 
 
 def default_worker_id() -> str:

@@ -112,7 +112,7 @@ def _perform(run: Activation, command: Command) -> Any:
     outcome = Outcome()
     if isinstance(command, Io):
         with _refusals(run, outcome):
-            outcome.value = run.wait(run.host.run_flow(command.flow))
+            outcome.value = run.wait(run.host.run_flow(command.flow, command.route))
     elif isinstance(command, RunStep):
         with _step_code(run, command.info, outcome):
             outcome.value = _call_step(run, command)
@@ -132,7 +132,7 @@ async def _aperform(run: Activation, command: Command) -> Any:
     outcome = Outcome()
     if isinstance(command, Io):
         with _refusals(run, outcome):
-            outcome.value = await run.host.run_flow(command.flow)
+            outcome.value = await run.host.run_flow(command.flow, command.route)
     elif isinstance(command, RunStep):
         with _step_code(run, command.info, outcome):
             outcome.value = await _acall_step(run, command)

@@ -39,6 +39,7 @@ from raftflow.errors import (
     ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionNotFoundError,
+    InvalidArgumentError,
     ResultTimeoutError,
     StoreError,
     WorkflowCancelledError,
@@ -88,7 +89,10 @@ def send(
     index, record = yield from call_begin(run, "send", execution_id)
     if record is None:
         key = key or f"{run.execution_id}/{index}"
-        outcome: Outcome = yield Io(run.host.flows.send(execution_id, message, topic, key))
+        # Sharded, a send to an execution on another cluster goes there directly (then is
+        # recorded here): a crash between the two sends it again, and its key dedups it.
+        flow = run.host.flows.send(execution_id, message, topic, key)
+        outcome: Outcome = yield Io(flow, route=execution_id)
         record = _stage_outcome(run, index, "send", execution_id, outcome, None)
     _raise_refusal(record.error)
 
@@ -107,24 +111,37 @@ def start_child(
     index, record = yield from call_begin(run, "child", definition.name)
     if record is None:
         child_id = execution_id or default_child_id(run, index)
-        flow = run.host.flows.start(
-            child_id,
-            definition.name,
-            payload,
-            priority,
-            RUN,
-            parent_id=run.execution_id,
-            timeout=definition.timeout,
-            limit=limit,
-            lane=run.host.registry.lane(definition),
-        )
-        outcome: Outcome = yield Io(flow)
+        outcome: Outcome
+        if run.host.holds_here(child_id):
+            flow = run.host.flows.start(
+                child_id,
+                definition.name,
+                payload,
+                priority,
+                RUN,
+                parent_id=run.execution_id,
+                timeout=definition.timeout,
+                limit=limit,
+                lane=run.host.registry.lane(definition),
+            )
+            outcome = yield Io(flow)
+        else:
+            outcome = Outcome(error=_elsewhere(run, child_id))
         if isinstance(outcome.value, StartOutcome):
             refusal = _not_a_child(run, child_id, definition, outcome.value)
             outcome = outcome if refusal is None else Outcome(error=refusal)
         record = _stage_outcome(run, index, "child", definition.name, outcome, child_id)
     _raise_refusal(record.error)
     return str(record.output)
+
+
+def _elsewhere(run: Activation, child_id: str) -> InvalidArgumentError:
+    """The refusal of a child id that routes to another cluster (sharded)."""
+    return InvalidArgumentError(
+        f"child id {child_id!r} routes to another cluster than its parent "
+        f"{run.execution_id!r}: a child lives on its parent's cluster -- give an id that "
+        f"begins like the parent's ({run.execution_id.split('/')[0]!r}/...), or the default"
+    )
 
 
 def default_child_id(run: Activation, index: int) -> str:

@@ -66,8 +66,11 @@ class ReplayHost:
     async def commit(self, commit: Commit) -> CommitOutcome:
         raise AssertionError(f"a replay of {commit.execution_id!r} reached a commit")
 
-    async def run_flow(self, flow: Flow[T]) -> T:
+    async def run_flow(self, flow: Flow[T], route: str | None = None) -> T:
         raise AssertionError("a replay reached a request of the workflow")
+
+    def holds_here(self, execution_id: str) -> bool:
+        return True  # asked only by calls past the history, which a replay never makes
 
     # The clock stands past every recorded wake time: a recorded sleep or timeout has
     # passed, and no wait begins (a call that would wait is past the history anyway).

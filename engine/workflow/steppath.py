@@ -97,6 +97,9 @@ class Io:
     it hands the execution back)."""
 
     flow: Flow[Any]
+    #: Sharded: the execution whose cluster runs it (a send to another's); None: this
+    #: execution's own.
+    route: str | None = None
 
 
 Command = InvokeWorkflow | RunStep | SendCommit | Pause | Suspend | Io

@@ -305,10 +305,8 @@ class Simulation:
         activation's token in the database)."""
         who = PROCESS.get()
         worker = self.workers.get(who)
-        run = worker._run if worker is not None else None
-        if run is None:
-            return
-        for activation in run.dispatch.activations:
+        runs = worker._runs if worker is not None else []
+        for activation in [a for run in runs for a in run.dispatch.activations]:
             if activation.execution_id != execution_id or activation.held:
                 continue  # not the one just dropped (held is cleared right before the log)
             rows = self.cluster.query(

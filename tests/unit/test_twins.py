@@ -31,8 +31,8 @@ PAIRS = [
     (Client, AsyncClient),
 ]
 #: Only the sync side makes its twin (on the connection its transport's twin shares);
-#: only the sync rqlite side can speak ``requests``.
-SYNC_ONLY = {"to_async", "share", "__enter__", "__exit__"}
+#: only the sync rqlite side can speak ``requests``; ``store_of`` gives a sync store.
+SYNC_ONLY = {"to_async", "share", "store_of", "__enter__", "__exit__"}
 SYNC_ONLY_PARAMETERS = {"http"}
 
 

@@ -1,4 +1,4 @@
--- raftflow's schema at version 13: what a database migrated from zero holds.
+-- raftflow's schema at version 14: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -64,6 +64,24 @@ CREATE TABLE rate_slots (
   at    REAL NOT NULL,
   PRIMARY KEY (key, token)
 ) WITHOUT ROWID;
+
+-- table: shard_catalog
+CREATE TABLE shard_catalog (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  partitions  INTEGER NOT NULL CHECK (partitions > 0),
+  epoch       INTEGER NOT NULL,               -- +1 on every change of `assignment`
+  assignment  TEXT NOT NULL,                  -- JSON: the cluster name of each partition
+  created_at  REAL NOT NULL,
+  updated_at  REAL NOT NULL
+);
+
+-- table: shard_identity
+CREATE TABLE shard_identity (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  name       TEXT NOT NULL,                 -- this cluster's name in its catalog
+  catalog    TEXT NOT NULL,                 -- the name of the cluster holding the catalog
+  created_at REAL NOT NULL
+);
 
 -- table: signals
 CREATE TABLE signals (

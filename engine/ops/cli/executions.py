@@ -179,7 +179,7 @@ def _wait(engine: ClientFace, execution_id: str, timeout: float | None) -> Execu
     delay = 0.02
     with progress() as bar:
         while True:
-            record = engine.store.get(execution_id)
+            record = engine.store_of(execution_id).get(execution_id)
             if record is None:
                 raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
             if record.status.is_final:

@@ -1,0 +1,226 @@
+"""The clusters a process opened: one (unsharded) or several (a sharded deployment).
+
+Each cluster is a :class:`Shard`: a transport and a store on its database, the store
+sharing the transport's connection (a commit acks and publishes in the same request).
+Everything of one execution -- its queue group, records, timers, signals, streams --
+lives on the cluster of its partition (:func:`Shards.of`), so each execution keeps its one
+total order and its single-entry commits; nothing of it spans clusters.
+
+A URL with ``;`` lists the clusters of a sharded deployment, the catalog's first
+(``"http://a1:4001,a2:4001;http://b1:4001"``; SQLite files work too, for tests). The first
+process that opens a deployment names its clusters (``shard-1``, ``shard-2``... in URL
+order) and writes its catalog (:data:`DEFAULT_PARTITIONS` partitions dealt in turn);
+every later one checks that the URL lists the same deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from raftflow.engine.shards.partitions import partition_of
+from raftflow.stores import catalog as catalogs
+from raftflow.stores.catalog import Catalog
+from raftflow.stores.rqlite import RqliteStore
+from raftflow.stores.store import SqlStore
+from raftflow.transports.db.database import ConnectOptions, scheme_of
+from raftflow.transports.rqlite import RqliteTransport
+from raftflow.transports.transport import SqlTransport
+
+from raftflow.errors import ConfigurationError
+
+#: Partitions of a new deployment: many more than it will ever have clusters, so that
+#: moving partitions evens the load out (a partition is the unit that moves).
+DEFAULT_PARTITIONS = 256
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One cluster of the deployment: its name, its transport and its store."""
+
+    name: str
+    transport: SqlTransport
+    store: SqlStore
+
+    @property
+    def identity(self) -> str:
+        """Where it is (its database's identity: no credentials)."""
+        return self.transport.database.identity
+
+
+class Shards:
+    """The clusters of a deployment, and the routing of an execution to its own."""
+
+    def __init__(self, shards: Sequence[Shard], catalog: Catalog | None) -> None:
+        if not shards:
+            raise ConfigurationError("a deployment has at least one cluster")
+        self.shards = tuple(shards)
+        #: None: one cluster, every execution on it.
+        self.catalog = catalog
+        self._by_name = {shard.name: shard for shard in self.shards}
+        self._startable = catalog is not None
+
+    def check_startable(self) -> None:
+        """Refuse to start executions on a lone cluster of a sharded deployment (opened by
+        its own URL: its executions can be read and run there, but a start would bypass
+        the routing). Read once, at the first start (a weak read: no Raft entry)."""
+        if self._startable:
+            return
+        store = self.shards[0].store
+        member = store.run(catalogs.identity(store.clock))
+        if member is not None:
+            raise ConfigurationError(
+                f"this cluster is {member.name!r} of a sharded deployment: start executions "
+                "through the deployment's URL (its clusters, ';'-separated), which routes "
+                "each to its cluster"
+            )
+        self._startable = True
+
+    @property
+    def sharded(self) -> bool:
+        return self.catalog is not None
+
+    def of(self, execution_id: str) -> Shard:
+        """The cluster that holds ``execution_id`` (or would, once started)."""
+        catalog = self.catalog
+        if catalog is None:
+            return self.shards[0]
+        return self._by_name[catalog.assignment[partition_of(execution_id, catalog.partitions)]]
+
+    def __iter__(self) -> Iterator[Shard]:
+        return iter(self.shards)
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.transport.close()
+
+
+def shard_urls(url: str | Sequence[str]) -> list[str | Sequence[str]]:
+    """The URL of each cluster: ``;`` separates clusters (a list is one cluster's nodes)."""
+    if isinstance(url, str) and ";" in url:
+        parts = [part.strip() for part in url.split(";")]
+        if not all(parts):
+            raise ConfigurationError(f"an empty cluster URL in {url!r} (between two ';')")
+        return list(parts)
+    return [url]
+
+
+def open_shards(
+    url: str | Sequence[str],
+    max_payload_bytes: int,
+    auto_migrate: bool | None,
+    options: ConnectOptions,
+    partitions: int = DEFAULT_PARTITIONS,
+) -> Shards:
+    """Open every cluster of ``url`` (each schema checked as :func:`open_pair` does) and,
+    for several, the deployment's catalog (written by the first process to open it)."""
+    urls = shard_urls(url)
+    opened: list[tuple[SqlTransport, SqlStore]] = []
+    try:
+        for one in urls:
+            opened.append(open_pair(one, max_payload_bytes, auto_migrate, options))
+        if len(opened) == 1:
+            return Shards([Shard("", *opened[0])], None)
+        return _deployment(opened, partitions)
+    except BaseException:
+        for transport, _store in opened:
+            transport.close()
+        raise
+
+
+def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int) -> Shards:
+    """Name the clusters (those not named yet), check they form one deployment, and read
+    (or write) its catalog."""
+    stores = [store for _transport, store in opened]
+    found = [store.run(catalogs.identity(store.clock)) for store in stores]
+    taken = {identity.name for identity in found if identity is not None}
+    first = found[0]
+    if first is None:  # the catalog's cluster: its own catalog's
+        name = _free_name(1, taken)
+        first = stores[0].run(catalogs.claim_identity(stores[0].clock, name, name))
+    home = first.catalog
+    if first.name != home:
+        raise ConfigurationError(
+            f"the first cluster listed ({stores[0].database.identity}) is {first.name!r}, "
+            f"not its deployment's catalog {home!r}: list the clusters of one deployment, "
+            "the catalog's first"
+        )
+    identities = [first]
+    taken.add(first.name)
+    for position, (store, identity) in enumerate(zip(stores[1:], found[1:]), start=2):
+        if identity is None:
+            identity = store.run(
+                catalogs.claim_identity(store.clock, _free_name(position, taken), home)
+            )
+            taken.add(identity.name)
+        identities.append(identity)
+    for store, identity in zip(stores, identities):
+        if identity.catalog != home:
+            raise ConfigurationError(
+                f"the cluster at {store.database.identity} is {identity.name!r} of the "
+                f"deployment whose catalog is on {identity.catalog!r}, not {home!r}: list "
+                "the clusters of one deployment, the catalog's first"
+            )
+    names = [identity.name for identity in identities]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"a cluster is listed twice: {names}")
+    catalog = stores[0].run(catalogs.catalog(stores[0].clock))
+    if catalog is None:
+        _check_empty(stores)
+        catalog = stores[0].run(
+            catalogs.create_catalog(stores[0].clock, Catalog.spread(partitions, names))
+        )
+    missing = sorted(set(catalog.assignment) - set(names))
+    if missing:
+        raise ConfigurationError(
+            f"the catalog assigns partitions to {missing}, which the URL does not list"
+        )
+    shards = [Shard(name, transport, store) for name, (transport, store) in zip(names, opened)]
+    return Shards(shards, catalog)
+
+
+def _free_name(position: int, taken: set[str]) -> str:
+    name, n = f"shard-{position}", position
+    while name in taken:
+        n += 1
+        name = f"shard-{n}"
+    return name
+
+
+def _check_empty(stores: Sequence[SqlStore]) -> None:
+    """A new deployment starts from empty clusters: the executions of a database that
+    was used unsharded would mostly route elsewhere, out of reach."""
+    for store in stores:
+        if store.run(catalogs.holds_executions()):
+            raise ConfigurationError(
+                f"the cluster at {store.database.identity} holds executions: a sharded "
+                "deployment starts from empty clusters (its executions would route "
+                "elsewhere and be out of reach)"
+            )
+
+
+def open_pair(
+    url: str | Sequence[str],
+    max_payload_bytes: int,
+    auto_migrate: bool | None,
+    options: ConnectOptions,
+) -> tuple[SqlTransport, SqlStore]:
+    """The transport and store on one cluster's ``url`` (:class:`~raftflow.RqliteTransport`
+    and :class:`~raftflow.RqliteStore` on rqlite), the store on the transport's connection,
+    the schema checked (an older one migrated only with ``auto_migrate``; None: on SQLite)."""
+    rqlite = scheme_of(url) == "rqlite"
+    transport_class = RqliteTransport if rqlite else SqlTransport
+    store_class = RqliteStore if rqlite else SqlStore
+    transport = transport_class.from_url(
+        url, create_schema=False, max_event_bytes=max_payload_bytes, **options
+    )
+    try:
+        store = store_class(transport.database, max_payload_bytes=max_payload_bytes)
+        store.create_schema(auto_migrate)
+    except BaseException:
+        transport.close()
+        raise
+    return transport, store

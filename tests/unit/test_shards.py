@@ -1,0 +1,233 @@
+"""A sharded deployment on SQLite files: each execution wholly on its partition's cluster.
+
+Routing is a pure function of the id (``engine/shards/partitions.py``); the catalog is
+written once by the first process and checked by every later one; everything an
+execution has -- its row, its records, its queue group, its children -- is on one
+cluster, read here straight from each file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from raftflow.engine.shards.deployment import DEFAULT_PARTITIONS, open_shards
+from raftflow.engine.shards.partitions import partition_of, routing_key
+
+from raftflow import Client, ConfigurationError, Engine, Status, WorkflowFailedError
+
+
+def urls(tmp_path: Path, n: int = 2) -> str:
+    return ";".join(f"sqlite:///{tmp_path / f'shard{i}.db'}" for i in range(n))
+
+
+def rows(path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute(sql, args).fetchall()
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = Engine.from_url(urls(tmp_path))
+    yield engine
+    engine.close()
+
+
+def test_the_routing_key_is_the_id_up_to_its_first_slash_or_at() -> None:
+    assert routing_key("order-1") == "order-1"
+    assert routing_key("order-1/3") == "order-1"  # a child's default id
+    assert routing_key("order-1/run2/3/1") == "order-1"  # a grandchild of a later run
+    assert routing_key("nightly@2026-12-05T00:00:00+00:00") == "nightly"  # a schedule's fire
+    assert routing_key("raftflow:schedule:nightly") == "nightly"  # the schedule itself
+
+
+def test_a_partition_is_the_same_in_every_process_and_release() -> None:
+    # A fixed hash (blake2b), never Python's salted hash(): these values are part of the
+    # data format -- changing them would strand every sharded deployment's executions.
+    assert partition_of("order-1", 256) == 61
+    assert partition_of("order-1/7", 256) == 61
+    assert partition_of("tenant-7/a", 1024) == partition_of("tenant-7@b", 1024) == 278
+    spread = {partition_of(f"order-{i}", 16) for i in range(400)}
+    assert spread == set(range(16))
+
+
+def test_the_first_process_writes_the_catalog_and_the_next_reads_it(tmp_path: Path) -> None:
+    first = open_shards(urls(tmp_path, 3), 1 << 20, None, {}, partitions=32)
+    try:
+        assert [s.name for s in first] == ["shard-1", "shard-2", "shard-3"]
+        catalog = first.catalog
+        assert catalog is not None and catalog.partitions == 32 and catalog.epoch == 1
+        assert [len(catalog.partitions_of(s.name)) for s in first] == [11, 11, 10]
+    finally:
+        first.close()
+    again = open_shards(urls(tmp_path, 3), 1 << 20, None, {})  # default partitions: ignored
+    try:
+        assert again.catalog == catalog
+    finally:
+        again.close()
+    assert DEFAULT_PARTITIONS != 32
+    files = [f"sqlite:///{tmp_path / f'shard{i}.db'}" for i in (1, 0, 2)]
+    with pytest.raises(ConfigurationError, match="the catalog's first"):
+        open_shards(";".join(files), 1 << 20, None, {})
+    with pytest.raises(ConfigurationError, match="does not list"):
+        open_shards(urls(tmp_path, 2), 1 << 20, None, {})
+
+
+def test_a_new_deployment_refuses_a_cluster_that_holds_executions(tmp_path: Path) -> None:
+    with Engine.from_url(f"sqlite:///{tmp_path / 'shard1.db'}") as plain:
+
+        @plain.workflow
+        def noop() -> None:
+            return None
+
+        plain.start(noop)
+    with pytest.raises(ConfigurationError, match="holds executions"):
+        Engine.from_url(urls(tmp_path))
+
+
+def test_every_execution_and_all_it_has_live_on_its_own_cluster(
+    engine: Engine, tmp_path: Path
+) -> None:
+    @engine.step
+    def double(n: int) -> int:
+        return n * 2
+
+    @engine.workflow
+    def child(n: int) -> int:
+        return double(n)
+
+    @engine.workflow
+    def parent(n: int) -> int:
+        engine.sleep(0.01)
+        return engine.start(child, n).result() + double(n)
+
+    with engine.running_worker(concurrency=8):
+        handles = [engine.start(parent, i, execution_id=f"order-{i}") for i in range(30)]
+        assert [h.result(timeout=30) for h in handles] == [4 * i for i in range(30)]
+    files = {shard.name: tmp_path / f"shard{i}.db" for i, shard in enumerate(engine.shards)}
+    placed = {
+        name: {r[0] for r in rows(path, "SELECT id FROM executions")}
+        for name, path in files.items()
+    }
+    assert all(placed.values())  # both clusters hold some
+    assert sum(len(ids) for ids in placed.values()) == 60  # 30 parents, 30 children, once each
+    for name, ids in placed.items():
+        for execution_id in ids:
+            assert engine.shards.of(execution_id).name == name
+            if "/" in execution_id:  # a child: on its parent's cluster
+                assert execution_id.split("/")[0] in ids
+        steps = {r[0] for r in rows(files[name], "SELECT DISTINCT execution_id FROM steps")}
+        assert steps <= ids
+    listed = engine.list(limit=100)
+    assert {r.id for r in listed} == set().union(*placed.values())
+    assert [r.created_at for r in listed] == sorted((r.created_at for r in listed), reverse=True)
+    assert len(engine.list(limit=7)) == 7
+
+
+def test_a_send_reaches_an_execution_on_another_cluster(engine: Engine) -> None:
+    @engine.workflow
+    def waits() -> Any:
+        return engine.recv("ping", timeout=30)
+
+    @engine.workflow
+    def pings(target: str) -> None:
+        engine.send(target, {"from": "pinger"}, topic="ping")
+
+    target, sender = (
+        "waiter-1",
+        next(
+            f"pinger-{i}"
+            for i in range(100)
+            if engine.shards.of(f"pinger-{i}") is not engine.shards.of("waiter-1")
+        ),
+    )
+    with engine.running_worker():
+        waiting = engine.start(waits, execution_id=target)
+        engine.start(pings, target, execution_id=sender).result(timeout=30)
+        assert waiting.result(timeout=30) == {"from": "pinger"}
+
+
+def test_a_child_id_on_another_cluster_is_refused_as_the_call_fails(engine: Engine) -> None:
+    @engine.workflow
+    def child() -> int:
+        return 1
+
+    @engine.workflow
+    def parent(child_id: str) -> int:
+        return engine.start(child, execution_id=child_id).result()
+
+    elsewhere = next(
+        f"c-{i}" for i in range(100) if engine.shards.of(f"c-{i}") is not engine.shards.of("p")
+    )
+    with engine.running_worker():
+        handle = engine.start(parent, elsewhere, execution_id="p")
+        with pytest.raises(WorkflowFailedError, match="routes to another cluster"):
+            handle.result(timeout=30)
+        # on its parent's cluster by the prefix: allowed
+        assert engine.start(parent, "p2/kid", execution_id="p2").result(timeout=30) == 1
+
+
+def test_a_client_of_the_deployment_routes_and_a_lone_cluster_refuses_starts(
+    engine: Engine, tmp_path: Path
+) -> None:
+    @engine.workflow
+    def hello(name: str) -> str:
+        return f"hello {name}"
+
+    with engine.running_worker():
+        with Client.from_url(urls(tmp_path)) as client:
+            handles = [client.start("hello", f"n{i}", execution_id=f"h-{i}") for i in range(10)]
+            assert [h.result(timeout=30) for h in handles] == [f"hello n{i}" for i in range(10)]
+            assert {r.id for r in client.list()} == {f"h-{i}" for i in range(10)}
+            assert client.get("h-3").status() is Status.SUCCEEDED
+    with Client.from_url(f"sqlite:///{tmp_path / 'shard1.db'}") as lone:
+        mine = [r.id for r in lone.list()]
+        assert mine and all(engine.shards.of(i).name == "shard-2" for i in mine)
+        with pytest.raises(ConfigurationError, match="sharded deployment"):
+            lone.start("hello", "x")
+
+
+def test_a_fork_stays_on_its_source_cluster(engine: Engine) -> None:
+    @engine.workflow
+    def one() -> int:
+        return 1
+
+    with engine.running_worker():
+        engine.start(one, execution_id="src").result(timeout=30)
+        fork = engine.fork("src", 0)
+        assert engine.shards.of(fork.id) is engine.shards.of("src")
+        assert fork.result(timeout=30) == 1
+        away = next(
+            f"f-{i}"
+            for i in range(100)
+            if engine.shards.of(f"f-{i}") is not engine.shards.of("src")
+        )
+        with pytest.raises(Exception, match="routes to another cluster"):
+            engine.fork("src", 0, new_execution_id=away)
+
+
+def test_a_schedule_fires_on_the_cluster_of_its_workflow_name_only(
+    engine: Engine, tmp_path: Path
+) -> None:
+    @engine.scheduled("* * * * * *")  # every second
+    @engine.workflow
+    def tick(at: Any) -> None:
+        return None
+
+    owner = engine.shards.of("tick@x").name
+    with engine.running_worker():
+        deadline = __import__("time").monotonic() + 20
+        while not any(r.workflow == "tick" for r in engine.list()):
+            assert __import__("time").monotonic() < deadline, "the schedule never fired"
+            __import__("time").sleep(0.1)
+    for i, shard in enumerate(engine.shards):
+        path = tmp_path / f"shard{i}.db"
+        fired = rows(path, "SELECT id FROM executions WHERE workflow = 'tick'")
+        scheduled = rows(
+            path, "SELECT group_id FROM messages WHERE group_id LIKE 'raftflow:schedule:%'"
+        )
+        assert bool(fired) == (shard.name == owner)
+        assert bool(scheduled) == (shard.name == owner)
