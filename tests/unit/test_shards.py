@@ -177,12 +177,11 @@ def test_a_client_of_the_deployment_routes_and_a_lone_cluster_refuses_starts(
     def hello(name: str) -> str:
         return f"hello {name}"
 
-    with engine.running_worker():
-        with Client.from_url(urls(tmp_path)) as client:
-            handles = [client.start("hello", f"n{i}", execution_id=f"h-{i}") for i in range(10)]
-            assert [h.result(timeout=30) for h in handles] == [f"hello n{i}" for i in range(10)]
-            assert {r.id for r in client.list()} == {f"h-{i}" for i in range(10)}
-            assert client.get("h-3").status() is Status.SUCCEEDED
+    with engine.running_worker(), Client.from_url(urls(tmp_path)) as client:
+        handles = [client.start("hello", f"n{i}", execution_id=f"h-{i}") for i in range(10)]
+        assert [h.result(timeout=30) for h in handles] == [f"hello n{i}" for i in range(10)]
+        assert {r.id for r in client.list()} == {f"h-{i}" for i in range(10)}
+        assert client.get("h-3").status() is Status.SUCCEEDED
     with Client.from_url(f"sqlite:///{tmp_path / 'shard1.db'}") as lone:
         mine = [r.id for r in lone.list()]
         assert mine and all(engine.shards.of(i).name == "shard-2" for i in mine)
