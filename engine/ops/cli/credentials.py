@@ -26,7 +26,7 @@ def read_secret(path: str, option: str) -> str:
 def credential_options(url: str, password_file: str | None) -> dict[str, str]:
     """``username``/``password`` options for connecting to the rqlite ``url``: none when
     the URL carries its own (and no file is given)."""
-    parsed = parse(url)
+    parsed = parse(url.split(";", 1)[0])  # sharded: every cluster takes the same options
     if password_file is None:
         if parsed.username is not None:
             return {}
