@@ -36,6 +36,7 @@ class RetentionFlows:
             "delete_signals",
             "delete_events",
             "delete_streams",
+            "delete_remote_children",
             "delete_messages",
             "delete_executions",
         )

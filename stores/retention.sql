@@ -29,6 +29,10 @@ DELETE FROM events WHERE execution_id IN ({{fragment.expired}});
 -- name: delete_streams
 DELETE FROM streams WHERE execution_id IN ({{fragment.expired}});
 
+-- name: delete_remote_children
+-- A parent's notes of its children on other clusters (sharded; none otherwise).
+DELETE FROM remote_children WHERE parent_id IN ({{fragment.expired}});
+
 -- name: delete_messages
 -- Events left in a finished execution's group (none normally; a late wake at most).
 DELETE FROM messages WHERE group_id IN ({{fragment.expired}})

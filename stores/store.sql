@@ -345,8 +345,12 @@ WHERE execution_id IN (SELECT group_id FROM messages WHERE locked_by = :token)
 ORDER BY seq;
 
 -- name: claimed_children
--- The children of what was claimed, with their outcome if they have one: what a wait reads.
+-- The children of what was claimed, with their outcome if they have one: what a wait reads
+-- (sharded: with those on other clusters, as their outcomes were relayed here).
 SELECT id, parent_id, workflow, status, output, error, cancel_reason FROM executions
+WHERE parent_id IN (SELECT group_id FROM messages WHERE locked_by = :token)
+UNION ALL
+SELECT id, parent_id, workflow, status, output, error, cancel_reason FROM remote_children
 WHERE parent_id IN (SELECT group_id FROM messages WHERE locked_by = :token);
 
 -- name: get

@@ -95,6 +95,8 @@ class RunHost:
         self.stopping = stopping
         #: Sharded: the store of another cluster that holds an execution (None: this one).
         self.elsewhere = elsewhere
+        #: Tell the relay (engine/runtime/relay.py) that the outbox has news.
+        self.news: Callable[[], None] = lambda: None
         self.committer = Committer(store, options, stats, hooks, alone=lambda: running() <= 1)
         # Whether another group waited to be claimed, and when that was read (keep_turn).
         self._waiting: tuple[float, bool] | None = None
@@ -130,10 +132,14 @@ class RunHost:
     def holds_here(self, execution_id: str) -> bool:
         return self.elsewhere(execution_id) is None
 
-    def finished(self, execution_id: str, status: Status) -> None:
-        """An execution's outcome committed here: tell the hooks and local result() waiters."""
+    def finished(self, execution_id: str, status: Status, parent_id: str | None = None) -> None:
+        """An execution's outcome committed here: tell the hooks and local result() waiters,
+        and the relay when it is news for another cluster (a parent there, or a cancel,
+        which cancels children there)."""
         self.hooks.after_execution(execution_id, status)
         self.local.finished(execution_id)
+        if status is Status.CANCELLED or (parent_id is not None and not self.holds_here(parent_id)):
+            self.news()
 
     # -- the clock ------------------------------------------------------------------------
 

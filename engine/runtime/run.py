@@ -32,6 +32,7 @@ from raftflow.engine.runtime.host import Definitions, RunHost, WorkerContext
 from raftflow.engine.runtime.lanes import Adoption, ServedLanes
 from raftflow.engine.runtime.local import LocalWorkers
 from raftflow.engine.runtime.presence import Presence, PresenceState
+from raftflow.engine.runtime.relay import RELAY_INTERVAL, UNSHARDED_INTERVAL, Relay
 from raftflow.engine.runtime.retention import Retention
 from raftflow.engine.runtime.runcache import RunCache
 from raftflow.engine.runtime.schedules import ScheduleKeeper
@@ -113,6 +114,10 @@ class WorkerRun:
             self.duties.append(retention)
         if options.adopt_older:
             self.duties.append(Adoption(worker_id, store, served.lanes))
+        interval = RELAY_INTERVAL if shard else UNSHARDED_INTERVAL
+        self.relay = Relay(self, store, elsewhere, interval)
+        self.host.news = self.relay.news
+        self.duties.append(self.relay)
         self.duties.append(
             ScheduleKeeper(
                 worker_id, store, list(served.schedules.values()), retry_delay=options.retry_delay

@@ -239,7 +239,7 @@ class Activation(Staging):
     def conclude(self, commit: Commit, outcome: CommitOutcome) -> None:
         self.held = False
         if outcome.applied and commit.status is not None and commit.status.is_final:
-            self.host.finished(self.execution_id, commit.status)
+            self.host.finished(self.execution_id, commit.status, self.record.parent_id)
         if not outcome.applied:
             log.warning(
                 "execution %s: outcome not recorded (%s); another worker holds it",

@@ -61,7 +61,9 @@ class Host(Protocol):
         """Whether a run that committed ``turn_steps`` steps since its claim goes on."""
         ...
 
-    def finished(self, execution_id: str, status: Status) -> None: ...
+    def finished(self, execution_id: str, status: Status, parent_id: str | None = None) -> None:
+        """Its outcome was committed (``parent_id``: the execution's parent, if any)."""
+        ...
 
     @property
     def sticky(self) -> bool:

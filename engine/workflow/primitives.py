@@ -14,7 +14,9 @@ sleep       sleep, "sleep": its wake time    the commit that parks (shared with 
 recv        recv, topic: the message taken   as sleep, while none is there; none at all
                                              when one is (the commit marks it read)
 send        send, target id                  one request (the signal, idempotent by key)
-child       child, workflow: the child's id  one request (its start, idempotent by id)
+child       child, workflow: the child's id  one request (its start, idempotent by id);
+                                             two for one on another cluster (sharded:
+                                             noted here, started there)
 wait        wait, child id: its outcome      as recv
 event       event, key                       one request (the value)
 stream      stream, key                      none: the value goes in the record's commit,
@@ -32,6 +34,7 @@ from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.outcomes import message_of
 from raftflow.engine.workflow.registry import Registry, WorkflowDef
 from raftflow.engine.workflow.steppath import Io, Outcome, StepFlow, call_begin, suspend, wait_until
+from raftflow.stores import outbox
 from raftflow.stores.records import ErrorInfo, StartOutcome, Status, StepRecord
 from raftflow.transports.payload import to_json
 
@@ -39,7 +42,6 @@ from raftflow.errors import (
     ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionNotFoundError,
-    InvalidArgumentError,
     ResultTimeoutError,
     StoreError,
     WorkflowCancelledError,
@@ -111,37 +113,33 @@ def start_child(
     index, record = yield from call_begin(run, "child", definition.name)
     if record is None:
         child_id = execution_id or default_child_id(run, index)
+        flow = run.host.flows.start(
+            child_id,
+            definition.name,
+            payload,
+            priority,
+            RUN,
+            parent_id=run.execution_id,
+            timeout=definition.timeout,
+            limit=limit,
+            lane=run.host.registry.lane(definition),
+        )
         outcome: Outcome
         if run.host.holds_here(child_id):
-            flow = run.host.flows.start(
-                child_id,
-                definition.name,
-                payload,
-                priority,
-                RUN,
-                parent_id=run.execution_id,
-                timeout=definition.timeout,
-                limit=limit,
-                lane=run.host.registry.lane(definition),
-            )
             outcome = yield Io(flow)
-        else:
-            outcome = Outcome(error=_elsewhere(run, child_id))
+        else:  # sharded, on another cluster: noted here first, so its news finds the parent
+            note = outbox.note_child(
+                run.host.flows.clock, run.execution_id, child_id, definition.name
+            )
+            outcome = yield Io(note)
+            if outcome.error is None:
+                outcome = yield Io(flow, route=child_id)
         if isinstance(outcome.value, StartOutcome):
             refusal = _not_a_child(run, child_id, definition, outcome.value)
             outcome = outcome if refusal is None else Outcome(error=refusal)
         record = _stage_outcome(run, index, "child", definition.name, outcome, child_id)
     _raise_refusal(record.error)
     return str(record.output)
-
-
-def _elsewhere(run: Activation, child_id: str) -> InvalidArgumentError:
-    """The refusal of a child id that routes to another cluster (sharded)."""
-    return InvalidArgumentError(
-        f"child id {child_id!r} routes to another cluster than its parent "
-        f"{run.execution_id!r}: a child lives on its parent's cluster -- give an id that "
-        f"begins like the parent's ({run.execution_id.split('/')[0]!r}/...), or the default"
-    )
 
 
 def default_child_id(run: Activation, index: int) -> str:

@@ -89,7 +89,7 @@ class ReplayHost:
     def keep_turn(self, turn_steps: int) -> bool:
         return False
 
-    def finished(self, execution_id: str, status: Status) -> None:
+    def finished(self, execution_id: str, status: Status, parent_id: str | None = None) -> None:
         raise AssertionError("a replay commits no outcome")
 
 

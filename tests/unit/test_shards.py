@@ -9,6 +9,7 @@ cluster, read here straight from each file.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from raftflow.engine.shards.deployment import DEFAULT_PARTITIONS, open_shards
 from raftflow.engine.shards.partitions import partition_of, routing_key
 
-from raftflow import Client, ConfigurationError, Engine, Status, WorkflowFailedError
+from raftflow import Client, ConfigurationError, Engine, Status, WorkflowCancelledError
 
 
 def urls(tmp_path: Path, n: int = 2) -> str:
@@ -150,24 +151,58 @@ def test_a_send_reaches_an_execution_on_another_cluster(engine: Engine) -> None:
         assert waiting.result(timeout=30) == {"from": "pinger"}
 
 
-def test_a_child_id_on_another_cluster_is_refused_as_the_call_fails(engine: Engine) -> None:
+def test_a_child_on_another_cluster_wakes_its_parent_through_the_outbox(
+    engine: Engine, tmp_path: Path
+) -> None:
     @engine.workflow
-    def child() -> int:
-        return 1
+    def child(n: int) -> int:
+        engine.sleep(0.05)
+        return n + 1
 
     @engine.workflow
     def parent(child_id: str) -> int:
-        return engine.start(child, execution_id=child_id).result()
+        return engine.start(child, 41, execution_id=child_id).result()
 
     elsewhere = next(
         f"c-{i}" for i in range(100) if engine.shards.of(f"c-{i}") is not engine.shards.of("p")
     )
     with engine.running_worker():
-        handle = engine.start(parent, elsewhere, execution_id="p")
-        with pytest.raises(WorkflowFailedError, match="routes to another cluster"):
+        assert engine.start(parent, elsewhere, execution_id="p").result(timeout=30) == 42
+    home, away = engine.shards.of("p"), engine.shards.of(elsewhere)
+    files = {shard.name: tmp_path / f"shard{i}.db" for i, shard in enumerate(engine.shards)}
+    assert rows(files[away.name], "SELECT parent_id FROM executions WHERE id = ?", elsewhere) == [
+        ("p",)
+    ]
+    assert rows(files[home.name], "SELECT status, output FROM remote_children") == [
+        ("succeeded", "42")
+    ]
+    assert rows(files[away.name], "SELECT * FROM outbox") == []  # delivered, then deleted
+
+
+def test_a_cancelled_parent_cancels_its_child_on_another_cluster(engine: Engine) -> None:
+    @engine.workflow
+    def child() -> None:
+        engine.sleep(3600)
+
+    @engine.workflow
+    def parent(child_id: str) -> None:
+        engine.start(child, execution_id=child_id).result()
+
+    elsewhere = next(
+        f"k-{i}" for i in range(100) if engine.shards.of(f"k-{i}") is not engine.shards.of("q")
+    )
+    with engine.running_worker():
+        handle = engine.start(parent, elsewhere, execution_id="q")
+        deadline = time.monotonic() + 20
+        while engine.store_of(elsewhere).get(elsewhere) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        engine.cancel("q")
+        with pytest.raises(WorkflowCancelledError):
             handle.result(timeout=30)
-        # on its parent's cluster by the prefix: allowed
-        assert engine.start(parent, "p2/kid", execution_id="p2").result(timeout=30) == 1
+        child_handle = engine.get(elsewhere)
+        with pytest.raises(WorkflowCancelledError, match="parent"):
+            child_handle.result(timeout=30)
 
 
 def test_a_client_of_the_deployment_routes_and_a_lone_cluster_refuses_starts(

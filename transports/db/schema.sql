@@ -1,4 +1,4 @@
--- raftflow's schema at version 14: what a database migrated from zero holds.
+-- raftflow's schema at version 15: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -54,6 +54,17 @@ CREATE TABLE messages (
   dedup_key    TEXT                                -- idempotency key of the publish
 , lane TEXT);
 
+-- table: outbox
+CREATE TABLE outbox (
+  seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+  target     TEXT NOT NULL,                  -- the execution it is for
+  kind       TEXT NOT NULL,                  -- 'child_finished' or 'cancel'
+  source     TEXT NOT NULL,                  -- the execution it is from
+  payload    TEXT,                           -- JSON (a child's outcome)
+  created_at REAL NOT NULL,
+  UNIQUE (target, kind, source)
+);
+
 -- table: raftflow_schema
 CREATE TABLE raftflow_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL, applied_by TEXT NOT NULL);
 
@@ -63,6 +74,19 @@ CREATE TABLE rate_slots (
   token TEXT NOT NULL,
   at    REAL NOT NULL,
   PRIMARY KEY (key, token)
+) WITHOUT ROWID;
+
+-- table: remote_children
+CREATE TABLE remote_children (
+  parent_id     TEXT NOT NULL,
+  id            TEXT NOT NULL,               -- the child's id, on another cluster
+  workflow      TEXT NOT NULL,
+  status        TEXT NOT NULL,               -- 'pending' until its outcome is relayed
+  output        TEXT,
+  error         TEXT,
+  cancel_reason TEXT,
+  updated_at    REAL NOT NULL,
+  PRIMARY KEY (parent_id, id)
 ) WITHOUT ROWID;
 
 -- table: shard_catalog
@@ -249,6 +273,22 @@ CREATE VIEW schedule_fires AS SELECT
 CREATE VIEW signal_sends AS SELECT
   NULL AS execution_id, NULL AS topic, NULL AS payload, NULL AS key, NULL AS now;
 
+-- trigger: child_finished_elsewhere
+CREATE TRIGGER child_finished_elsewhere AFTER UPDATE OF status ON executions
+WHEN NEW.status IN ('succeeded', 'failed', 'cancelled')
+ AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled')
+ AND NEW.parent_id IS NOT NULL
+BEGIN
+  INSERT INTO outbox (target, kind, source, payload, created_at)
+    SELECT NEW.parent_id, 'child_finished', NEW.id,
+           json_object('workflow', NEW.workflow, 'status', NEW.status,
+                       'output', NEW.output, 'error', NEW.error,
+                       'cancel_reason', NEW.cancel_reason),
+           NEW.updated_at
+    WHERE NOT EXISTS (SELECT 1 FROM executions WHERE id = NEW.parent_id)
+    ON CONFLICT (target, kind, source) DO NOTHING;
+END;
+
 -- trigger: execution_admitted
 CREATE TRIGGER execution_admitted AFTER UPDATE OF admitted ON executions
 WHEN NEW.admitted = 1 AND OLD.admitted = 0
@@ -319,6 +359,10 @@ BEGIN
                       AND topic = NEW.wake_topic AND consumed_idx IS NULL))
               OR (NEW.wake_child IS NOT NULL AND EXISTS (
                     SELECT 1 FROM executions WHERE id = NEW.wake_child
+                      AND status IN ('succeeded', 'failed', 'cancelled')))
+              OR (NEW.wake_child IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM remote_children
+                    WHERE parent_id = NEW.execution_id AND id = NEW.wake_child
                       AND status IN ('succeeded', 'failed', 'cancelled')))
               AS woken
           FROM (SELECT cancel_reason AS cancel FROM executions WHERE id = NEW.execution_id))
@@ -506,6 +550,16 @@ BEGIN
       SELECT CASE WHEN m.locked_by IS NULL THEN groups.last_claimed_at ELSE m.lock_expiry END
       FROM messages AS m WHERE m.group_id = NEW.group_id ORDER BY m.seq LIMIT 1)
     WHERE group_id = NEW.group_id;
+END;
+
+-- trigger: parent_cancelled_elsewhere
+CREATE TRIGGER parent_cancelled_elsewhere AFTER UPDATE OF status ON executions
+WHEN NEW.status = 'cancelled' AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled')
+BEGIN
+  INSERT INTO outbox (target, kind, source, payload, created_at)
+    SELECT id, 'cancel', NEW.id, NULL, NEW.updated_at FROM remote_children
+    WHERE parent_id = NEW.id AND status NOT IN ('succeeded', 'failed', 'cancelled')
+    ON CONFLICT (target, kind, source) DO NOTHING;
 END;
 
 -- trigger: raftflow_schema_next

@@ -1,0 +1,31 @@
+-- A sharded deployment's messages between clusters (stores/outbox.py; the tables and the
+-- triggers that fill the outbox: transports/db/migrations/0015_remote_children.sql).
+-- Times are parameters (transports/queue.sql).
+
+-- name: note_child
+-- On the parent's cluster, before its child is started on another: the parent now waits
+-- for news of it (a note written once; the start that follows is idempotent by the id).
+INSERT INTO remote_children (parent_id, id, workflow, status, updated_at)
+VALUES (:parent_id, :id, :workflow, 'pending', :now)
+ON CONFLICT (parent_id, id) DO NOTHING;
+
+-- name: pending
+-- What this cluster has to tell others, oldest first.
+SELECT seq, target, kind, source, payload FROM outbox ORDER BY seq LIMIT :limit;
+
+-- name: child_finished
+-- On the parent's cluster: the outcome of its child, applied once (a relay may deliver it
+-- again), and the parent woken if it waits parked -- as a local child's finish does.
+UPDATE remote_children SET
+  status = json_extract(:payload, '$.status'), output = json_extract(:payload, '$.output'),
+  error = json_extract(:payload, '$.error'),
+  cancel_reason = json_extract(:payload, '$.cancel_reason'), updated_at = :now
+WHERE parent_id = :parent_id AND id = :id
+  AND status NOT IN ('succeeded', 'failed', 'cancelled');
+
+-- name: wake
+UPDATE messages SET lock_expiry = :now
+WHERE group_id = :id AND locked_by = '__parked__' AND lock_expiry > :now;
+
+-- name: delivered
+DELETE FROM outbox WHERE seq = :seq;
