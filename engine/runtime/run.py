@@ -168,8 +168,12 @@ class WorkerRun:
             return True
 
     def unreserve(self) -> None:
+        """Thread-safe: give back a slot taken by :meth:`reserve` (the start found its
+        execution there, or failed). The claim loop may be waiting for a slot: wake it."""
         with self._reserve_lock:
             self._reserved -= 1
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits
+            self.loop.call_soon_threadsafe(self.slot_freed.set)
 
     def adopt(self, claimed: Claimed) -> None:
         """Thread-safe: run an execution whose first event was published leased to us.

@@ -231,3 +231,30 @@ def test_result_reads_an_outcome_committed_before_it_was_called(
         assert reads == []
         assert handle.result(timeout=5) == 2
         assert reads == [handle.id]
+
+
+def test_a_slot_given_back_by_a_start_that_found_its_execution_wakes_the_claims(
+    tmp_path: Path,
+) -> None:
+    """A start in a process running a worker reserves a free slot of it (the fast path);
+    a start that finds its execution already there gives the slot back. The worker's claim
+    loop, which saw every slot taken meanwhile and waits for one to be freed, must be woken
+    by that too -- not only by an execution ending -- or a worker of one slot claims
+    nothing ever again (found by the simulator, seed 1527)."""
+    url = f"sqlite:///{tmp_path / 'slots.db'}"
+    engine = Engine.from_url(url)
+
+    @engine.workflow
+    def hello(name: str) -> str:
+        return f"hello {name}"
+
+    with engine.running_worker(concurrency=1, max_poll_interval=0.02):
+        run = engine.local.reserve(0, engine.registry.lane(engine.registry.workflow(hello)))
+        assert run is not None  # the worker's only slot, as a start takes it
+        time.sleep(0.2)  # the claim loop meets no free slot and waits for one
+        run.unreserve()  # the start found its execution: the slot goes back
+        with Engine.from_url(url) as elsewhere:  # a start the worker must claim
+            elsewhere.workflow(hello)
+            handle = elsewhere.start("hello", "world")
+            assert handle.result(timeout=10) == "hello world"
+    engine.close()
