@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from raftflow.engine.client.routing import RunningWorker, chosen_settings
+from raftflow.engine.ops.cli import main
 from raftflow.engine.workflow.starts import StartSettings, publication, read_publication
 
 from raftflow import Client, Engine, Status, WorkflowCancelledError
@@ -165,6 +166,19 @@ def test_a_keyed_limit_needs_the_key_and_an_unkeyed_one_refuses_it(
             client.start("capped", {"customer": "a"}, execution_id="k3", debounce=1.0)
         with sqlite3.connect(path) as sql:
             assert sql.execute("SELECT COUNT(*) FROM executions").fetchone()[0] == 0
+
+
+def test_the_command_gives_the_key_of_a_start_by_name(
+    db: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, url = db
+    job = '{"customer": "acme"}'
+    with serving(url):
+        argv = ["start", "per_customer", job, "--id", "cli-1", "--url", url]
+        assert main([*argv, "--concurrency-key", "acme"]) == 0
+        assert start_rows(path, "cli-1")["limit_key"] == "per_customer:acme"
+        assert main(["start", "per_customer", job, "--id", "cli-2", "--url", url]) == 2
+        assert "concurrency_key" in capsys.readouterr().err
 
 
 # -- which worker's settings a start by name takes ----------------------------------------
