@@ -77,12 +77,12 @@ FROM workers WHERE seen_at >= :since ORDER BY seen_at;
 -- name: beat
 -- A worker's presence (the first beat inserts its row).
 INSERT INTO workers (worker_id, host, pid, version, concurrency, min_priority, state,
-                     started_at, seen_at, steps, running, lanes)
+                     started_at, seen_at, steps, running, lanes, starts)
 VALUES (:worker_id, :host, :pid, :version, :concurrency, :min_priority, :state,
-        :started_at, :now, :steps, :running, :lanes)
+        :started_at, :now, :steps, :running, :lanes, :starts)
 ON CONFLICT (worker_id) DO UPDATE SET state = excluded.state, seen_at = excluded.seen_at,
                                       steps = excluded.steps, running = excluded.running,
-                                      lanes = excluded.lanes;
+                                      lanes = excluded.lanes, starts = excluded.starts;
 
 -- name: forget_workers
 DELETE FROM workers WHERE seen_at < :cutoff;

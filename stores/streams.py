@@ -72,6 +72,25 @@ def write(
     return Write(SQL("write", params), expect_rows=1)
 
 
+def write_live(
+    execution_id: str, key: str, value: str, *, lease_token: str, now: float
+) -> Flow[bool]:
+    """Append ``value`` (JSON text) to a stream from a running step, not from a recorded
+    call: one request, written only while ``lease_token`` holds the execution (False when
+    it did not, or the stream is closed or full: nothing written). Not exactly once: a
+    step run again writes its values again."""
+    params = {
+        "execution_id": execution_id,
+        "key": key,
+        "value": value,
+        "now": now,
+        "lease_token": lease_token,
+        "max_values": MAX_STREAM_VALUES,
+    }
+    response = yield Request((SQL("write_live", params),))
+    return response.raise_for_errors()[0].rows_affected == 1
+
+
 def state(execution_id: str, key: str) -> Flow[tuple[bool, int]]:
     """(closed, length) of a stream, read at ``strong`` (why a write was refused)."""
     params = {"execution_id": execution_id, "key": key}

@@ -18,6 +18,20 @@ INSERT INTO streams (execution_id, key, position, value, closed, run, call_idx, 
 SELECT :execution_id, :key, {{fragment.next_position}}, :value, 0, :run, :call_idx, :now
 WHERE {{fragment.open}} AND {{fragment.next_position}} < :max_values;
 
+-- name: write_live
+-- A value written while a step runs (an agent's text deltas), not by a recorded call: at
+-- the next position like any value, only while the step's worker holds the execution's
+-- lease (a worker that lost it writes nothing), numbered run 0 and a call index of its
+-- own below every earlier one (index streams_by_call), since no call records it.
+INSERT INTO streams (execution_id, key, position, value, closed, run, call_idx, written_at)
+SELECT :execution_id, :key, {{fragment.next_position}}, :value, 0, 0,
+       (SELECT COALESCE(MIN(call_idx), 0) - 1 FROM streams
+        WHERE execution_id = :execution_id AND run = 0),
+       :now
+WHERE {{fragment.open}} AND {{fragment.next_position}} < :max_values
+  AND EXISTS (SELECT 1 FROM messages
+              WHERE group_id = :execution_id AND locked_by = :lease_token);
+
 -- name: close
 -- The close row, last; closing a closed stream writes nothing.
 INSERT INTO streams (execution_id, key, position, value, closed, run, call_idx, written_at)

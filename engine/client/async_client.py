@@ -88,6 +88,7 @@ class AsyncClient:
         priority: int = 0,
         queue: str = DEFAULT_QUEUE,
         debounce: float | None = None,
+        concurrency_key: str | None = None,
         output_type: Any = None,
     ) -> AsyncWorkflowHandle[Any]:
         """Start an execution of the workflow named ``workflow`` (see :meth:`Client.start`)."""
@@ -99,6 +100,7 @@ class AsyncClient:
             priority=priority,
             queue=queue,
             debounce=debounce,
+            concurrency_key=concurrency_key,
             output_type=output_type,
         )
         return AsyncWorkflowHandle(await asyncio.to_thread(start))

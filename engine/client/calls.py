@@ -104,7 +104,9 @@ class ClientCalls(ClientFace):
         """
         definition = self.registry.workflow(workflow)
         payload = definition.encode_input(input)
-        limit = self.registry.limit(definition, payload)
+        settings = self.registry.start_settings(definition)
+        key = definition.concurrency_key_of(payload)
+        limit = settings.limit(definition.name, definition.queue, key)
         if debounce is not None:
             debounce = check_debounce(debounce, execution_id, limit)
         run = workflow_run("start", False)
@@ -120,7 +122,7 @@ class ClientCalls(ClientFace):
             priority,
             lane=self.registry.lane(definition),
             limit=limit,
-            timeout=definition.timeout,
+            timeout=settings.timeout,
             debounce=debounce,
         )
 

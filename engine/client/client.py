@@ -19,13 +19,14 @@ from raftflow.engine.shards.deployment import Shard, Shards, open_shards
 from raftflow.engine.workflow.context import current_activation
 from raftflow.engine.workflow.queues import DEFAULT_QUEUE, check_queue
 from raftflow.engine.workflow.registry import Codec
+from raftflow.engine.workflow.starts import DEFAULTS
 from raftflow.stores.store import SqlStore
 from raftflow.transports.db.database import ConnectOptions, check_connect_options
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES, check_id, to_json
 from raftflow.transports.transport import SqlTransport
 from typing_extensions import Unpack
 
-from raftflow.errors import ConfigurationError, NotInWorkflowError
+from raftflow.errors import ConfigurationError, InvalidArgumentError, NotInWorkflowError
 
 if TYPE_CHECKING:
     from raftflow.engine.client.async_client import AsyncClient
@@ -43,9 +44,10 @@ class Client(ClientFace):
     values (a pydantic model instance as input is stored as its JSON; ``output_type=``
     turns an output back into a model, a ``list[int]``...).
 
-    What the code would add is not there: a start by name validates no input (the worker's
-    code does, when it runs: a bad one fails the execution), and applies no ``timeout`` or
-    concurrency limit that the workflow's decorator declares.
+    A start by name applies the workflow's start settings as the app's engine would (its
+    decorator's ``timeout`` and concurrency limit, its queue's limit): the running workers
+    publish them (engine/workflow/starts.py). It validates no input: the worker's code
+    does, when it runs (a bad one fails the execution).
     """
 
     def __init__(self, transport: SqlTransport, store: SqlStore) -> None:
@@ -109,6 +111,7 @@ class Client(ClientFace):
         priority: int = 0,
         queue: str = DEFAULT_QUEUE,
         debounce: float | None = None,
+        concurrency_key: str | None = None,
         output_type: None = None,
     ) -> WorkflowHandle[Any]: ...
 
@@ -122,6 +125,7 @@ class Client(ClientFace):
         priority: int = 0,
         queue: str = DEFAULT_QUEUE,
         debounce: float | None = None,
+        concurrency_key: str | None = None,
         output_type: type[T],
     ) -> WorkflowHandle[T]: ...
 
@@ -134,6 +138,7 @@ class Client(ClientFace):
         priority: int = 0,
         queue: str = DEFAULT_QUEUE,
         debounce: float | None = None,
+        concurrency_key: str | None = None,
         output_type: Any = None,
     ) -> WorkflowHandle[Any]:
         """Start an execution of the workflow named ``workflow`` in ``queue`` with
@@ -143,11 +148,18 @@ class Client(ClientFace):
 
         It is pinned to the version of the code the running workers serving ``queue``
         run (the version most of them run; a tie goes to the most recently started
-        worker's): one read of the workers' lanes, then the start's one request.
+        worker's), and gets the start settings those workers publish for it: the
+        workflow's ``timeout``, its concurrency limit or its queue's. One read of the
+        workers' lanes and settings, then the start's one request. A workflow limited per
+        ``concurrency_key`` (a function of its input, which only its code can compute)
+        needs the key of this start: ``concurrency_key="..."``, what the function returns
+        for ``input``.
+
         :class:`UnknownWorkflowError` (nothing written) when running workers report what
         they serve and none serves ``workflow`` in ``queue``. When none reports (none is
         running, or only workers of a release before lanes), the execution waits in the
-        unrouted lane, visibly (``raftflow queue``), for any worker that registers it.
+        unrouted lane, visibly (``raftflow queue``), for any worker that registers it, and
+        no start setting is applied (nothing tells them).
         """
         if current_activation() is not None:
             raise NotInWorkflowError(
@@ -157,13 +169,32 @@ class Client(ClientFace):
         queue = check_queue(queue)
         if debounce is not None:
             debounce = check_debounce(debounce, execution_id, None)
+        if concurrency_key is not None:
+            check_id(concurrency_key, what="concurrency_key")
         execution_id = start_arguments(execution_id, priority)
         to_json(input, what="workflow input", limit=self.max_payload_bytes)
         output = None if output_type is None else Codec.of(output_type)
         store = self.store_of(execution_id)
-        lane = store.run(route(store.clock, queue, name))
+        routed = store.run(route(store.clock, queue, name))
+        settings = routed.settings or DEFAULTS
+        if concurrency_key is not None and routed.settings is not None and not settings.keyed:
+            raise InvalidArgumentError(
+                f"workflow {name!r} has no concurrency_key: give none; nothing was started"
+            )
+        key = None if concurrency_key is None else lambda: concurrency_key
+        limit = settings.limit(name, queue, key)
+        if debounce is not None and limit is not None:
+            check_debounce(debounce, execution_id, limit)
         return self._record_start(
-            name, input, execution_id, priority, lane=lane, debounce=debounce, output=output
+            name,
+            input,
+            execution_id,
+            priority,
+            lane=routed.lane,
+            limit=limit,
+            timeout=settings.timeout,
+            debounce=debounce,
+            output=output,
         )
 
     def _current_lane(self, execution_id: str) -> str:

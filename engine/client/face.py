@@ -3,9 +3,10 @@ share -- record a start, then follow and steer executions (get, list, events, se
 cancel, resume, fork) -- one implementation for both.
 
 They differ in how a start finds its workflow: the engine by its registry (the code is
-here: its input is validated, its timeout and concurrency limit applied, its lane is its
-own version's), the client by name (engine/client/client.py: the lane of the version the
-live workers serve). Every call here goes to the store (one request each, unless it says
+here: its input is validated, its lane is its own version's), the client by name
+(engine/client/client.py: the lane of the version the live workers serve). Both apply the
+workflow's start settings (engine/workflow/starts.py): the engine its own, the client
+those the workers publish. Every call here goes to the store (one request each, unless it says
 otherwise). Called from workflow code, ``send`` sends a recorded message: a durable call
 of the workflow (:mod:`raftflow.engine.workflow.primitives`).
 """

@@ -17,6 +17,11 @@ worker's beat writes (``workers.lanes``) in one read just before the start.
   lanes): the database cannot tell, and the execution is started in the unrouted lane
   ``""``, which every worker claims. It waits there, visibly (``raftflow queue``), until a
   worker that registers the workflow takes it.
+
+The same read gives the start settings of the chosen lane (engine/workflow/starts.py): those
+that the most recently started running worker serving it at its own version publishes.
+None (nothing to apply) when no such worker publishes any (a release before them), or the
+lane is the unrouted one.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftflow.engine.workflow.queues import DEFAULT_QUEUE, UNROUTED, lane, lane_parts
+from raftflow.engine.workflow.starts import Publication, StartSettings, read_publication
 from raftflow.stores.lanes import LIVE_WITHIN, lanes_of
 from raftflow.stores.rows import read
 from raftflow.transports.db.catalogue import load
@@ -47,6 +53,30 @@ class RunningWorker:
 
     lanes: Sequence[str] | None  # None: a worker of a release before lanes
     started_at: float
+    starts: Publication | None = None  # None: a worker of a release before start settings
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a start by name goes, and what it applies there."""
+
+    lane: str
+    settings: StartSettings | None  # None: unknown (nothing applied)
+
+
+def chosen_settings(lane_name: str, workers: Sequence[RunningWorker]) -> StartSettings | None:
+    """The settings of ``lane_name`` as the newest running worker that serves it at its own
+    version publishes them."""
+    parts = lane_parts(lane_name)
+    version = None if parts is None else parts[2]
+    publishing = [
+        (w.started_at, w.starts)
+        for w in workers
+        if w.starts is not None and w.starts.version == version and lane_name in (w.lanes or ())
+    ]
+    if not publishing:
+        return None
+    return max(publishing, key=lambda found: found[0])[1].settings(lane_name)
 
 
 def choose_lane(queue: str, workflow: str, workers: Sequence[RunningWorker]) -> str:
@@ -100,22 +130,30 @@ def _unserved(queue: str, workflow: str, workers: Sequence[RunningWorker]) -> st
     )
 
 
-def route(clock: Clock, queue: str, workflow: str) -> Flow[str]:
-    """The lane for a start by name: one ``weak`` read of the running workers (no Raft
-    entry), read again at ``strong`` before a refusal is believed (a stale leader's
-    answer could miss a worker that just started)."""
+def route(clock: Clock, queue: str, workflow: str) -> Flow[Route]:
+    """The lane and settings for a start by name: one ``weak`` read of the running workers
+    (no Raft entry), read again at ``strong`` before a refusal is believed (a stale
+    leader's answer could miss a worker that just started)."""
     now = yield from clock.now()
     statement = SQL("running_workers", {"since": now - LIVE_WITHIN})
     rows = yield from read(statement)
     try:
-        return choose_lane(queue, workflow, _running(rows))
+        workers = _running(rows)
+        chosen = choose_lane(queue, workflow, workers)
     except UnknownWorkflowError:
         response = yield Request((statement,), level="strong")
-        return choose_lane(queue, workflow, _running(response.raise_for_errors()[0].dicts()))
+        workers = _running(response.raise_for_errors()[0].dicts())
+        chosen = choose_lane(queue, workflow, workers)
+    return Route(chosen, chosen_settings(chosen, workers))
 
 
 def _running(rows: Sequence[dict[str, Any]]) -> list[RunningWorker]:
-    return [RunningWorker(lanes_of(row["lanes"]), float(row["started_at"])) for row in rows]
+    return [
+        RunningWorker(
+            lanes_of(row["lanes"]), float(row["started_at"]), read_publication(row["starts"])
+        )
+        for row in rows
+    ]
 
 
 def execution_route(clock: Clock, execution_id: str) -> Flow[str]:
@@ -127,4 +165,4 @@ def execution_route(clock: Clock, execution_id: str) -> Flow[str]:
         raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
     parts = lane_parts(str(row["lane"] or ""))
     queue = parts[0] if parts is not None else DEFAULT_QUEUE
-    return (yield from route(clock, queue, str(row["workflow"])))
+    return (yield from route(clock, queue, str(row["workflow"]))).lane

@@ -35,6 +35,11 @@ class WorkerView(Protocol):
         """The lanes it claims (engine/workflow/queues.py)."""
         ...
 
+    @property
+    def starts(self) -> str:
+        """Its workflows' start settings, as it publishes them (engine/workflow/starts.py)."""
+        ...
+
     def running(self) -> int:
         """How many executions it runs now."""
         ...

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from raftflow.engine.runtime.presence import BEAT_INTERVAL
 from raftflow.engine.workflow.queues import lane_parts, served_lanes
 from raftflow.engine.workflow.registry import Registry
+from raftflow.engine.workflow.starts import publication
 from raftflow.stores.contract import AsyncStore
 from raftflow.stores.lanes import LaneFlows
 
@@ -39,6 +40,11 @@ class ServedLanes:
         }
         self.own = served_lanes(self.workflows, None, [self.version], scheduled)
         self.current = self.own
+        #: What its beats publish for the starts by name (engine/workflow/starts.py).
+        self.starts = publication(
+            self.version,
+            {registry.lane(w): registry.start_settings(w) for w in registry.workflows.values()},
+        )
         self.adopted: tuple[str, ...] = ()
 
     def __contains__(self, lane: object) -> bool:

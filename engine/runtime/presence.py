@@ -123,6 +123,7 @@ class Presence:
                     "steps": worker.stats.steps,
                     "running": worker.running(),
                     "lanes": to_json(list(worker.lanes), what="lanes"),
+                    "starts": worker.starts,
                 },
             ),
             OPS("forget_workers", {"cutoff": now - FORGET_AFTER}),

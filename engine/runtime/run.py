@@ -135,6 +135,10 @@ class WorkerRun:
     def lanes(self) -> tuple[str, ...]:
         return self.served.lanes.current
 
+    @property
+    def starts(self) -> str:
+        return self.served.lanes.starts
+
     def draining(self) -> bool:
         return self.stopping.is_set()
 

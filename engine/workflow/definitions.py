@@ -106,7 +106,8 @@ class Definitions:
         ``rate=RateLimit(n, per=seconds)``: at most n of its executions *begin* (run their
         first call) per period, in claim order; the others wait, parked, holding no slot.
         Declare them where the workflows are: the process that starts an execution applies
-        the concurrency limit, the workers apply the rate."""
+        the concurrency limit (a Client by name: as the workers publish it), the workers
+        apply the rate."""
         self.registry.limit_queue(queue, concurrency, rate)
 
     def scheduled(

@@ -16,10 +16,10 @@ from typing import Any
 
 import pydantic
 from pydantic_core import PydanticSerializationError
-from raftflow.engine.workflow.keys import user_key
 from raftflow.engine.workflow.queues import DEFAULT_QUEUE, check_queue, lane
 from raftflow.engine.workflow.ratelimit import RateLimit
 from raftflow.engine.workflow.retry import Retry
+from raftflow.engine.workflow.starts import StartSettings
 from raftflow.engine.workflow.versions import check_version, source_version
 from raftflow.transports.payload import check_id, check_seconds
 
@@ -157,18 +157,13 @@ class WorkflowDef:
             queue=check_queue(queue),
         )
 
-    def limit(self, payload: Any) -> tuple[str, int] | None:
-        """The execution's limit key and slots for the JSON input ``payload``, or None.
-
-        The key is the workflow's name, with ``concurrency_key(input)`` after a colon when
-        there is one; a key function that fails or returns no string is bad input."""
-        if self.concurrency is None:
-            return None
+    def concurrency_key_of(self, payload: Any) -> Callable[[], object] | None:
+        """The call of ``concurrency_key`` on the JSON input ``payload`` (None: it has none)."""
         if self.concurrency_key is None:
-            return self.name, self.concurrency
+            return None
+        key = self.concurrency_key
         (value,) = self.call_args(payload) or (None,)
-        what = f"concurrency_key of workflow {self.name!r}"
-        return user_key(what, "the input", self.name, self.concurrency_key, value), self.concurrency
+        return lambda: key(value)
 
     def encode_input(self, value: Any) -> Any:
         """Validate ``engine.start``'s input and return its JSON form."""
@@ -258,15 +253,24 @@ class Registry:
                 "a queue of its own, or drop one of the two)"
             )
 
+    def start_settings(self, definition: WorkflowDef) -> StartSettings:
+        """What a start of ``definition`` applies (engine/workflow/starts.py): its timeout,
+        its concurrency limit, else its queue's."""
+        return StartSettings(
+            timeout=definition.timeout,
+            concurrency=definition.concurrency,
+            keyed=definition.concurrency_key is not None,
+            queue_slots=None
+            if definition.concurrency is not None
+            else self.queue_limits.get(definition.queue),
+        )
+
     def limit(self, definition: WorkflowDef, payload: Any) -> tuple[str, int] | None:
         """The limit key and slots of an execution of ``definition`` with the JSON input
-        ``payload``: its workflow's (:meth:`WorkflowDef.limit`), else its queue's
-        (key ``"queue:<name>"``), else None."""
-        own = definition.limit(payload)
-        if own is not None:
-            return own
-        slots = self.queue_limits.get(definition.queue)
-        return None if slots is None else (f"queue:{definition.queue}", slots)
+        ``payload`` (:meth:`StartSettings.limit`)."""
+        settings = self.start_settings(definition)
+        key = definition.concurrency_key_of(payload)
+        return settings.limit(definition.name, definition.queue, key)
 
     @property
     def version(self) -> str:

@@ -1,7 +1,8 @@
 """Workflows for the operator tests (CLI, dashboard, metrics): quick ones, one that waits
 for a signal (to cancel or to signal), one that fails after a retry, one with a child, one
-under a concurrency limit (one at a time: a second one waits for the slot) and a nightly
-cron schedule. Worker processes import it: ``raftflow worker tests.apps.ops:engine --url ...``."""
+under a concurrency limit (one at a time: a second one waits for the slot), one that
+outlives its timeout and a nightly cron schedule. Worker processes import it:
+``raftflow worker tests.apps.ops:engine --url ...``."""
 
 from __future__ import annotations
 
@@ -69,6 +70,13 @@ def settle(order: Order) -> str:
     reserve(order.id)
     answer = engine.recv("settled", timeout=600)
     return "settled" if answer else "timed out"
+
+
+@engine.workflow(timeout=1.0)
+def deadline(order: Order) -> str:
+    """Waits longer than its timeout allows: cancelled (reason "timeout")."""
+    reserve(order.id)
+    return "answered" if engine.recv("never", timeout=600) else "timed out"
 
 
 @engine.scheduled("0 3 * * *")

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from raftflow.stores.lanes import LaneFlows
 from raftflow.transports.rqlite.local import LocalCluster
 
-from raftflow import Client, Status
+from raftflow import Client, Status, WorkflowCancelledError
 from raftflow.errors import UnknownWorkflowError
 from tests.integration.workers import WorkerProcess, rotated_url
 from tests.support import clear_tables, wait_until
@@ -32,6 +33,19 @@ assert importlib.util.find_spec("tests") is None, "the app's package is importab
 with Client.from_url(sys.argv[1]) as client:
     handle = client.start("checkout", {"id": "i1", "amount": 3}, execution_id="by-name-i1")
     print(json.dumps({"created": handle.created, "output": handle.result(timeout=60)}))
+"""
+
+
+#: The same, for workflows whose decorator sets a timeout (``deadline``) and a limit
+#: (``settle``: one at a time): the client applies them as the app's engine would.
+WITH_SETTINGS = """
+import importlib.util, json, sys
+from raftflow import Client
+assert importlib.util.find_spec("tests") is None, "the app's package is importable"
+with Client.from_url(sys.argv[1]) as client:
+    client.start("deadline", {"id": "d1", "amount": 1}, execution_id="by-name-d1")
+    for i in range(3):
+        client.start("settle", {"id": f"s{i}", "amount": 1}, execution_id=f"by-name-s{i}")
 """
 
 
@@ -105,3 +119,29 @@ def test_steer_by_id_and_refuse_an_unknown_name(client: Client) -> None:
     with pytest.raises(UnknownWorkflowError):
         client.start("approval", {"id": "i4", "amount": 2}, queue="nobody-serves-this")
     assert len(client.list(limit=1000)) == before
+
+
+def test_a_start_by_name_applies_the_workflows_timeout_and_limit(
+    client: Client, url: str, tmp_path: Path
+) -> None:
+    done = isolated(["-c", WITH_SETTINGS], tmp_path, url)
+    assert done.returncode == 0, done.stderr
+    # The timeout: cancelled at its deadline, as a start by the app's engine is.
+    timed = client.get("by-name-d1")
+    with pytest.raises(WorkflowCancelledError, match="timeout"):
+        timed.result(timeout=60)
+
+    # The limit: one settlement at a time, whatever the database is asked meanwhile.
+    def running() -> list[str]:
+        return [r.id for r in client.list(status="running") if r.workflow == "settle"]
+
+    most = 0
+    for i in range(3):
+        handle = client.get(f"by-name-s{i}")
+        wait_until(lambda h=handle: h.status() is Status.RUNNING, timeout=60, interval=0.1)
+        watch_until = time.monotonic() + 1.0
+        while time.monotonic() < watch_until:
+            most = max(most, len(running()))
+        client.send(handle.id, {"ok": True}, topic="settled")
+        assert handle.result(timeout=60) == "settled"
+    assert most == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai import Agent, ModelRetry
@@ -160,3 +161,36 @@ def test_a_failing_tool_fails_the_run_once_recorded(engine: Engine) -> None:
     assert handle.status() is Status.FAILED
     assert len(calls) == 1  # a user code failure is recorded, not retried for ever
     assert [s.status for s in handle.steps() if s.name == "failing.tool_call"] == ["failed"]
+
+
+def test_a_dynamic_toolsets_calls_are_steps_its_listing_is_workflow_code(engine: Engine) -> None:
+    from pydantic_ai.toolsets import FunctionToolset
+
+    listings: list[int] = []
+    calls: list[str] = []
+    agent = Agent(TestModel(call_tools=["dyn_lookup"]), name="dynamic")
+
+    @agent.toolset
+    def tools(ctx: Any) -> FunctionToolset[None]:
+        listings.append(1)
+        toolset: FunctionToolset[None] = FunctionToolset()
+
+        @toolset.tool_plain
+        def dyn_lookup(key: str) -> str:
+            """The value of ``key``."""
+            calls.append(key)
+            return f"value-of-{key}"
+
+        return toolset
+
+    durable = RaftflowAgent(agent, engine)
+    with engine.running_worker():
+        handle = durable.start("go", execution_id="dynamic")
+        first = handle.result(timeout=60)
+        listed = len(listings)
+        # A replay of the whole history: the tool is not called again, its listing runs again.
+        fork = engine.fork("dynamic", len(handle.steps()), new_execution_id="dynamic-again")
+        assert fork.result(timeout=60)["output"] == first["output"]
+    assert [s.name for s in handle.steps()].count("dynamic.tool_call") == 1
+    assert len(calls) == 1
+    assert len(listings) > listed

@@ -114,8 +114,10 @@ HOT_PATH = [
     (RETENTION, "delete_streams"),
     (RETENTION, "delete_messages"),
     (RETENTION, "delete_executions"),
-    # Durable streams (stores/streams.sql): a write (in a step's commit) and the reads.
+    # Durable streams (stores/streams.sql): a write (in a step's commit), a live one (from a
+    # running step) and the reads.
     (STREAMS, "write"),
+    (STREAMS, "write_live"),
     (STREAMS, "close"),
     (STREAMS, "state"),
     (STREAMS, "read"),

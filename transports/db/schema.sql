@@ -1,4 +1,4 @@
--- raftflow's schema at version 15: what a database migrated from zero holds.
+-- raftflow's schema at version 16: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -169,7 +169,7 @@ CREATE TABLE workers (
   seen_at      REAL NOT NULL,                        -- its last beat (cluster clock)
   steps        INTEGER NOT NULL DEFAULT 0,           -- steps committed since it started
   running      INTEGER NOT NULL DEFAULT 0            -- executions in its hands at the beat
-, lanes TEXT) WITHOUT ROWID;
+, lanes TEXT, starts TEXT) WITHOUT ROWID;
 
 -- index: executions_by_created
 CREATE INDEX executions_by_created ON executions (created_at);

@@ -42,12 +42,18 @@ def _json_arg(text: str, what: str) -> Any:
 @app_option(
     "The app's Engine, whose registry validates the input (and sets the workflow's "
     "timeout) exactly as engine.start() does. Without it, the workflow is started by "
-    "name (raftflow.Client): on the version the running workers serve.",
+    "name (raftflow.Client): on the version the running workers serve, with the "
+    "timeout and limits they publish for it.",
     required=False,
 )
 @click.option(
     "--queue",
     help="Without --app: the workflow's queue (default: default). With --app, its code says.",
+)
+@click.option(
+    "--concurrency-key",
+    help="Without --app: the key of a workflow limited per concurrency_key (what its "
+    "function returns for INPUT_JSON).",
 )
 @click.option(
     "--id", "execution_id", help="Execution id (idempotent: an existing one is returned)."
@@ -75,6 +81,7 @@ def start(
     input_json: str,
     app: str | None,
     queue: str | None,
+    concurrency_key: str | None,
     execution_id: str | None,
     priority: int,
     debounce: float | None,
@@ -95,13 +102,17 @@ def start(
           --id order-7 --url http://127.0.0.1:4001 --wait
     """
     value = _json_arg(input_json, "INPUT_JSON")
-    if app is not None and queue is not None:
-        raise click.UsageError("--queue is for a start by name (without --app)")
+    if app is not None and (queue is not None or concurrency_key is not None):
+        raise click.UsageError(
+            "--queue and --concurrency-key are for a start by name (without --app)"
+        )
     start: Callable[..., WorkflowHandle[Any]]
     if app is None:
         client = Client.from_url(conn.require_url(), **conn.options())
         engine: Client | Engine = client
-        start = functools.partial(client.start, queue=queue or DEFAULT_QUEUE)
+        start = functools.partial(
+            client.start, queue=queue or DEFAULT_QUEUE, concurrency_key=concurrency_key
+        )
     else:
         engine = conn.engine(load_engine(app))
         start = engine.start

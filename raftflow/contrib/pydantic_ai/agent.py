@@ -23,10 +23,12 @@ from pydantic_ai.tools import AgentDepsT
 
 from raftflow.contrib.pydantic_ai.events import EVENTS_STREAM, EventWriter
 from raftflow.contrib.pydantic_ai.model import RaftflowModel, request_model
+from raftflow.contrib.pydantic_ai.tokens import TOKEN_INTERVAL
 from raftflow.contrib.pydantic_ai.toolset import RaftflowToolset, call_tool
 from raftflow.engine.app import Engine
 from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.workflow.retry import Retry
+from raftflow.transports.payload import check_seconds
 
 
 class AgentRunInput(pydantic.BaseModel):
@@ -44,7 +46,9 @@ class RaftflowAgent(Generic[AgentDepsT, OutputDataT]):
     ``name`` (default: the agent's name) names the workflow and its steps, so it must stay
     the same across deploys; ``model_retry`` and ``tool_retry`` are the steps' retry
     policies (:class:`~raftflow.Retry`); ``event_stream`` the execution's stream that
-    receives each model response and tool result (None: no stream). The run's output is
+    receives each model response and tool result (None: no stream), and, while a model
+    request runs, its text deltas, written at most every ``token_interval`` seconds (None:
+    the model is not asked to stream). The run's output is
     stored as JSON: :meth:`run` and :meth:`output` validate it back into the agent's
     output type. The agent's model must be set on the agent (a ``Model`` instance), and
     its dependencies are ``None``: a run's input must be JSON.
@@ -59,6 +63,7 @@ class RaftflowAgent(Generic[AgentDepsT, OutputDataT]):
         model_retry: Retry | None = None,
         tool_retry: Retry | None = None,
         event_stream: str | None = EVENTS_STREAM,
+        token_interval: float | None = TOKEN_INTERVAL,
     ) -> None:
         name = name or agent.name
         if not name:
@@ -71,7 +76,9 @@ class RaftflowAgent(Generic[AgentDepsT, OutputDataT]):
         events = EventWriter(engine, event_stream)
         model_step = engine.step(name=f"{name}.model_request", retry=model_retry)(request_model)
         tool_step = engine.step(name=f"{name}.tool_call", retry=tool_retry)(call_tool)
-        self.model = RaftflowModel(agent.model, model_step, events)
+        if token_interval is not None:
+            token_interval = check_seconds(token_interval, what="token_interval", allow_zero=True)
+        self.model = RaftflowModel(agent.model, model_step, events, token_interval)
         self.toolsets = [RaftflowToolset(t, tool_step, events) for t in agent.toolsets]
         self._output = _output_adapter(agent.output_type)
 

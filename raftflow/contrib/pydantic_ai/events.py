@@ -1,8 +1,9 @@
 """The run's events on a durable stream: one value per model response and per tool result.
 
 Written from workflow code after each step, so each is appended exactly once however often
-the run is replayed (:meth:`raftflow.Engine.write_stream`). Token-level streaming is not
-durable: a model request is one step, and its response one event.
+the run is replayed (:meth:`raftflow.Engine.write_stream`). The text deltas a model request
+streams while it runs go to the same stream, but live, from the step (tokens.py beside
+this): not exactly once.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ class EventWriter:
         self.engine = engine
         self.key = key
 
-    async def model_response(self, response: dict[str, Any]) -> None:
-        await self._write({"event": "model_response", "response": response})
+    async def model_response(self, request: int, response: dict[str, Any]) -> None:
+        await self._write({"event": "model_response", "request": request, "response": response})
 
     async def tool_result(self, tool_name: str, tool_call_id: str | None, outcome: Any) -> None:
         event = {"event": "tool_result", "tool_name": tool_name, "tool_call_id": tool_call_id}

@@ -9,6 +9,7 @@ again on a replay: the model is asked to retry, as without raftflow.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
@@ -41,16 +42,15 @@ async def call_tool(
     return {"result": pydantic_core.to_jsonable_python(result)}
 
 
+@dataclass
 class RaftflowToolset(WrapperToolset[AgentDepsT]):
     """``wrapped``, whose tool calls made in a workflow are steps: a replayed call returns
-    the recorded result without calling the tool. Outside a workflow it is ``wrapped``."""
+    the recorded result without calling the tool. Outside a workflow it is ``wrapped``.
+    (A dataclass, as its base: pydantic-ai copies it with another ``wrapped`` for each run
+    step of a dynamic toolset.)"""
 
-    def __init__(
-        self, wrapped: AbstractToolset[AgentDepsT], step: ToolStep, events: EventWriter
-    ) -> None:
-        super().__init__(wrapped)
-        self._step = step
-        self._events = events
+    step: ToolStep
+    events: EventWriter
 
     def visit_and_replace(
         self, visitor: Callable[[AbstractToolset[AgentDepsT]], AbstractToolset[AgentDepsT]]
@@ -66,8 +66,8 @@ class RaftflowToolset(WrapperToolset[AgentDepsT]):
     ) -> Any:
         if current_activation() is None:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
-        outcome = await self._step(self.wrapped, name, tool_args, ctx, tool)
-        await self._events.tool_result(name, ctx.tool_call_id, outcome)
+        outcome = await self.step(self.wrapped, name, tool_args, ctx, tool)
+        await self.events.tool_result(name, ctx.tool_call_id, outcome)
         if "retry" in outcome:
             raise ModelRetry(str(outcome["retry"]))
         return outcome["result"]
