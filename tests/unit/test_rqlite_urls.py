@@ -13,7 +13,7 @@ import pytest
 from raftflow.engine.ops.cli.connection import Connection
 from raftflow.engine.shards.deployment import shard_urls
 from raftflow.transports.rqlite.protocol import RqliteConfig
-from raftflow.transports.rqlite.urls import masked, split_clusters
+from raftflow.transports.rqlite.urls import masked
 
 from raftflow.errors import ConfigurationError
 
@@ -101,6 +101,8 @@ def test_a_string_may_list_its_nodes_as_whole_urls() -> None:
 
 
 def test_each_cluster_of_a_sharded_url_is_masked_and_none_is_dropped() -> None:
+    from raftflow.transports.rqlite.urls import split_clusters
+
     url = "http://ops:s3cr#t@a1:4001,a2:4001;http://b1:4001;https://ops:p;w@c1:4001"
     assert masked(url) == "http://***@a1:4001,a2:4001;http://b1:4001;https://***@c1:4001"
     assert split_clusters(url)[2] == "https://ops:p;w@c1:4001"  # a ';' in a password
