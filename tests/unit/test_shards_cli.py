@@ -134,6 +134,9 @@ def test_commands_on_one_execution_go_to_its_cluster(
         for execution_id in (near, forked):
             engine.send(execution_id, "again", topic="go")
             assert engine.get(execution_id).result(timeout=30) == "again"
+        started = on(engine, "shard-2", "started")  # by name, on the live workers' version
+        assert cli(capsys, "start", "calc", "21", "--id", started, "--wait", url=url) == "42\n"
+        assert engine.store_of(started).get(started) is not None  # on its own cluster
 
 
 def test_the_queue_sums_every_cluster_and_names_where_a_lane_has_no_worker(
@@ -155,7 +158,8 @@ def test_the_queue_sums_every_cluster_and_names_where_a_lane_has_no_worker(
 
             def served() -> Any:
                 (lane,) = cli_json(capsys, "queue", url=url)["queues"]
-                return lane if lane["leased"] + lane["ready"] == 2 else None  # shard-1: parked
+                parked = lane["leased"] + lane["ready"] == 2  # shard-1's waiting in recv
+                return lane if parked and lane["workers"] else None  # and its beat seen
 
             lane = wait_until(served)
             assert (lane["groups"], lane["workers"], lane["serving"]) == (4, 1, ["w-first"])
@@ -175,10 +179,13 @@ def test_a_worker_of_several_clusters_is_listed_once_with_its_clusters(
             engine.running_worker(worker_id="w-both", concurrency=3),
             second.running_worker(worker_id="w-second", concurrency=2),
         ):
-            workers = wait_until(
-                lambda: len(found := cli_json(capsys, "workers", url=url)) == 2 and found
-            )
-            listed = {w["worker_id"]: w for w in workers}
+
+            def beaten() -> Any:  # each run beats on its own cluster: both runs of w-both
+                found = {w["worker_id"]: w for w in cli_json(capsys, "workers", url=url)}
+                both = len(found) == 2 and len(found["w-both"]["clusters"]) == 2
+                return found if both else None
+
+            listed = wait_until(beaten)
             assert listed["w-both"]["clusters"] == ["shard-1", "shard-2"]
             assert listed["w-both"]["concurrency"] == 6  # 3 slots on each cluster
             assert (listed["w-second"]["clusters"], listed["w-second"]["concurrency"]) == (
