@@ -38,6 +38,7 @@ class LaneDepth:
     leased: int  # being run now
     oldest_ready_age: float | None  # seconds the oldest claimable one has waited
     workers: int  # live workers that serve it
+    serving: tuple[str, ...] = ()  # their ids (a sharded deployment's views count each once)
 
 
 def serves(lanes: Sequence[str] | None, lane: str) -> bool:
@@ -63,20 +64,23 @@ class LaneFlows:
             level="weak",
         )
         response.raise_for_errors()
-        served = [lanes_of(row["lanes"]) for row in response[1].dicts()]
-        return [
-            LaneDepth(
-                lane=row["lane"],
-                groups=int(row["groups"]),
-                ready=int(row["ready"] or 0),
-                leased=int(row["leased"] or 0),
-                oldest_ready_age=None
-                if row["oldest_ready"] is None
-                else max(0.0, now - float(row["oldest_ready"])),
-                workers=sum(serves(lanes, row["lane"]) for lanes in served),
+        served = {str(row["worker_id"]): lanes_of(row["lanes"]) for row in response[1].dicts()}
+        depths = []
+        for row in response[0].dicts():
+            serving = tuple(w for w, lanes in served.items() if serves(lanes, row["lane"]))
+            oldest = row["oldest_ready"]
+            depths.append(
+                LaneDepth(
+                    lane=row["lane"],
+                    groups=int(row["groups"]),
+                    ready=int(row["ready"] or 0),
+                    leased=int(row["leased"] or 0),
+                    oldest_ready_age=None if oldest is None else max(0.0, now - float(oldest)),
+                    workers=len(serving),
+                    serving=serving,
+                )
             )
-            for row in response[0].dicts()
-        ]
+        return depths
 
     def present(self, worker_id: str) -> Flow[tuple[list[str], list[str | None]]]:
         """The lanes that hold groups, and every lane the live workers but ``worker_id``
@@ -99,9 +103,9 @@ class LaneFlows:
             served.extend([None] if lanes is None else lanes)
         return present, served
 
-    def in_flight(self) -> Flow[tuple[dict[str, int], list[Sequence[str] | None]]]:
-        """Unfinished executions per lane, and the lanes of each live worker (None: every
-        lane): what ``raftflow versions`` shows."""
+    def in_flight(self) -> Flow[tuple[dict[str, int], dict[str, Sequence[str] | None]]]:
+        """Unfinished executions per lane, and the lanes of each live worker by its id
+        (None: every lane): what ``raftflow versions`` shows."""
         now = yield from self.clock.now()
         response = yield Request(
             (
@@ -112,7 +116,9 @@ class LaneFlows:
         )
         response.raise_for_errors()
         counts = {str(row["lane"] or ""): int(row["executions"]) for row in response[0].dicts()}
-        return counts, [lanes_of(row["lanes"]) for row in response[1].dicts()]
+        return counts, {
+            str(row["worker_id"]): lanes_of(row["lanes"]) for row in response[1].dicts()
+        }
 
     def promote(self, old: str, new: str) -> Flow[int]:
         """Move the unfinished executions of version ``old`` (and their queued events) to

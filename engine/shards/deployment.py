@@ -25,6 +25,7 @@ from raftflow.stores.rqlite import RqliteStore
 from raftflow.stores.store import SqlStore
 from raftflow.transports.db.database import ConnectOptions, scheme_of
 from raftflow.transports.rqlite import RqliteTransport
+from raftflow.transports.rqlite.urls import masked, split_clusters
 from raftflow.transports.transport import SqlTransport
 
 from raftflow.errors import ConfigurationError
@@ -100,12 +101,12 @@ class Shards:
 
 def shard_urls(url: str | Sequence[str]) -> list[str | Sequence[str]]:
     """The URL of each cluster: ``;`` separates clusters (a list is one cluster's nodes)."""
-    if isinstance(url, str) and ";" in url:
-        parts = [part.strip() for part in url.split(";")]
-        if not all(parts):
-            raise ConfigurationError(f"an empty cluster URL in {url!r} (between two ';')")
-        return list(parts)
-    return [url]
+    parts = split_clusters(url) if isinstance(url, str) else []
+    if len(parts) < 2:
+        return [url]
+    if not all(parts):
+        raise ConfigurationError(f"an empty cluster URL in {masked(str(url))!r} (between two ';')")
+    return list(parts)
 
 
 def open_shards(

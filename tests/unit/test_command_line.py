@@ -50,6 +50,7 @@ CONNECTING = [
     "ui",
     "worker",
     "migrate",
+    "shards",
 ]
 
 

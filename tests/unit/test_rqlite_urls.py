@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from raftflow.engine.ops.cli.connection import Connection
+from raftflow.engine.shards.deployment import shard_urls
 from raftflow.transports.rqlite.protocol import RqliteConfig
+from raftflow.transports.rqlite.urls import masked
 
 from raftflow.errors import ConfigurationError
 
@@ -68,6 +71,8 @@ def test_credentials_from_the_environment_only_when_the_url_has_none(
     [
         ("http://admin:s3cr#t@127.0.0.1:9", 3),  # parsed; nothing listens: unavailable
         ("http://admin:s3cr#t@127.0.0.1:port", 2),  # not a URL: a usage error
+        # a sharded deployment's, a ';' in the first password: each cluster parsed whole
+        ("http://admin:s3cr;t@127.0.0.1:9;http://admin:s3cr#t@127.0.0.1:9", 3),
     ],
 )
 def test_the_cli_never_prints_a_password_from_the_url(url: str, code: int) -> None:
@@ -92,3 +97,43 @@ def test_a_string_may_list_its_nodes_as_whole_urls() -> None:
     # a comma inside the password never starts a node
     (node,) = RqliteConfig.from_url("http://u:a,http://b@127.0.0.1:1").nodes
     assert node == "http://127.0.0.1:1"
+
+
+# -- the URL of a sharded deployment: its clusters ';'-separated --------------------------
+
+
+def test_each_cluster_of_a_sharded_url_is_masked_and_none_is_dropped() -> None:
+    from raftflow.transports.rqlite.urls import split_clusters
+
+    url = "http://ops:s3cr#t@a1:4001,a2:4001;http://b1:4001;https://ops:p;w@c1:4001"
+    assert masked(url) == "http://***@a1:4001,a2:4001;http://b1:4001;https://***@c1:4001"
+    assert split_clusters(url)[2] == "https://ops:p;w@c1:4001"  # a ';' in a password
+    assert split_clusters("sqlite:///a;b.db") == ["sqlite:///a;b.db"]  # or in a file name
+
+
+def test_a_semicolon_in_a_password_does_not_split_one_cluster_and_errors_mask_it() -> None:
+    assert shard_urls("http://ops:p;w@h1:4001") == ["http://ops:p;w@h1:4001"]
+    assert shard_urls(" http://h1:4001 ; http://h2:4001 ") == ["http://h1:4001", "http://h2:4001"]
+    with pytest.raises(ConfigurationError) as caught:
+        shard_urls("http://ops:s3cr#t@h1:4001;;http://h2:4001")
+    assert "empty cluster URL" in str(caught.value) and "s3cr" not in str(caught.value)
+
+
+def test_the_credentials_of_a_sharded_url_apply_to_every_cluster(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert Connection("http://u:p@h1:4001;http://u:q@h2:4001").options() == {}
+    monkeypatch.setenv("RAFTFLOW_USERNAME", "env-user")
+    monkeypatch.setenv("RAFTFLOW_PASSWORD", "env-secret")
+    options = Connection("http://h1:4001;http://h2:4001").options()
+    assert (options["username"], options["password"]) == ("env-user", "env-secret")
+    with pytest.raises(click.UsageError, match="some clusters of the URL carry credentials"):
+        Connection("http://u:p@h1:4001;http://h2:4001").options()  # which would win?
+    secret = tmp_path / "password"
+    secret.write_text("from-file\n")
+    options = Connection("http://ops@h1:4001;http://h2:4001", password_file=str(secret)).options()
+    assert (options["username"], options["password"]) == ("ops", "from-file")
+    with pytest.raises(click.UsageError, match="different users"):
+        Connection("http://a@h1:4001;http://b@h2:4001", password_file=str(secret)).options()
+    assert "env-secret" not in repr(Connection("http://u:s3cr#t@h1:4001;http://h2:4001"))
+    assert "s3cr" not in repr(Connection("http://h1:4001;http://u:s3cr#t@h2:4001"))

@@ -19,6 +19,8 @@ from raftflow.errors import ConfigurationError
 SCHEMES = {"http": "http", "https": "https", "rqlite": "http", "rqlites": "https"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # A host name or IPv4 address, or an IPv6 address in brackets; then an optional port.
+# A ";" that ends a cluster of a sharded deployment's URL (engine/shards/deployment.py).
+_CLUSTER_END = re.compile(r";(?=\s*(?:[A-Za-z][A-Za-z0-9+.-]*://|;|$))")
 _HOST = re.compile(r"^(?:\[[0-9A-Fa-f:.]+(?:%[\w.~-]+)?\]|[A-Za-z0-9._~%-]+)(?::(\d{1,5}))?$")
 
 
@@ -31,8 +33,20 @@ class RqliteUrl:
     password: str | None = field(default=None, repr=False)
 
 
+def split_clusters(url: str) -> list[str]:
+    """The clusters a sharded deployment's URL lists, ``;``-separated (``"http://a:4001;
+    http://b:4001"``; one part for a URL of one cluster). A ``;`` separates clusters only
+    where the next cluster's scheme (or another ``;``, or the end) follows it: one inside
+    a password or a SQLite file's name does not (an empty part is the caller's error)."""
+    return [part.strip() for part in _CLUSTER_END.split(url)]
+
+
 def masked(url: str) -> str:
-    """``url`` with anything that may be credentials replaced by ``***`` (for messages)."""
+    """``url`` with anything that may be credentials replaced by ``***`` (for messages;
+    each cluster of a ``;``-separated URL masked on its own)."""
+    parts = split_clusters(url)
+    if len(parts) > 1:
+        return ";".join(masked(part) for part in parts)
     match = _SCHEME.match(url)
     rest = url[match.end() :] if match else url
     if "@" in rest:

@@ -1,4 +1,5 @@
-"""Commands that run things: workers, migrations, the demo, a dev cluster, rqlited."""
+"""Commands that run things: workers, the demo, a dev cluster, rqlited (migrations:
+:mod:`.clusters`)."""
 
 from __future__ import annotations
 
@@ -177,51 +178,6 @@ class DrainProgress(Hooks):
 
 
 @click.command()
-@click.option("--dry-run", is_flag=True, help="Print the SQL, apply nothing.")
-@click.option("--to", "target", type=int, help="Stop at this version (default: the latest).")
-@connection_options
-@json_option
-def migrate(dry_run: bool, target: int | None, conn: Connection, as_json: bool) -> None:
-    """Bring the database's schema to this raftflow's version. Each migration is one
-    transaction (all or nothing); safe to run from several places at once.
-
-    \b
-    Example:
-      raftflow migrate --url http://10.0.0.1:4001 --dry-run
-    """
-    from raftflow.transports.db import schema
-    from raftflow.transports.db.database import open_database
-
-    database = open_database(conn.require_url(), **conn.options())
-    say = (lambda text: None) if as_json else click.echo
-    try:
-        state = database.run(schema.read_state())
-        described = "empty" if state.empty else f"version {state.version}"
-        say(f"database schema: {described}; this raftflow runs version {schema.LATEST}")
-        goal = schema.LATEST if target is None else target
-        pending = schema.MIGRATIONS[state.version : goal]
-        if dry_run:
-            for migration in pending:
-                say(f"-- migration {migration.version}: {migration.name}")
-                say(migration.sql())
-            say(f"dry run: {len(pending)} migration(s) would be applied" if pending else "")
-            if as_json:
-                print_json({"version": state.version, "pending": [m.version for m in pending]})
-            return
-        applied = database.run(schema.migrate(goal, state=state))
-        for migration in applied:
-            say(f"applied migration {migration.version}: {migration.name}")
-        final = database.run(schema.read_state())
-        skipped = len(pending) - len(applied)
-        others = f" ({skipped} applied by another migrator)" if skipped else ""
-        say(f"database schema: version {final.version}{others}")
-        if as_json:
-            print_json({"version": final.version, "applied": [m.version for m in applied]})
-    finally:
-        database.close()
-
-
-@click.command()
 @click.option(
     "--url", envvar="RAFTFLOW_URL", help="Backend URL (default: a temporary SQLite file)."
 )
@@ -361,4 +317,4 @@ def install_rqlite(dest: str | None) -> None:
     click.echo(install(dest))
 
 
-COMMANDS = [worker, migrate, demo, cluster, install_rqlite]
+COMMANDS = [worker, demo, cluster, install_rqlite]

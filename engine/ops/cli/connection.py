@@ -98,9 +98,10 @@ def _connection_options(fn: F, *, waits: bool) -> F:
             envvar="RAFTFLOW_URL",
             show_envvar=True,
             metavar="URL",
-            help="http(s)://[user:pass@]host:4001[,host:4003...] or sqlite:///file.db. "
-            "Credentials may also come from RAFTFLOW_USERNAME / RAFTFLOW_PASSWORD or "
-            "--password-file; they are never printed.",
+            help="http(s)://[user:pass@]host:4001[,host:4003...] or sqlite:///file.db; a "
+            "sharded deployment's clusters ';'-separated, the catalog's first. Credentials "
+            "may also come from RAFTFLOW_USERNAME / RAFTFLOW_PASSWORD or --password-file; "
+            "they are never printed.",
         ),
         click.option(
             "--password-file",

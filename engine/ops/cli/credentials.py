@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import click
-from raftflow.transports.rqlite.urls import parse
+from raftflow.transports.rqlite.urls import parse, split_clusters
 
 
 def read_secret(path: str, option: str) -> str:
@@ -25,18 +25,29 @@ def read_secret(path: str, option: str) -> str:
 
 def credential_options(url: str, password_file: str | None) -> dict[str, str]:
     """``username``/``password`` options for connecting to the rqlite ``url``: none when
-    the URL carries its own (and no file is given)."""
-    parsed = parse(url.split(";", 1)[0])  # sharded: every cluster takes the same options
+    the URL carries its own (and no file is given). The options apply to every cluster of
+    a sharded deployment's URL (``;``-separated): each cluster has its credentials in the
+    URL, or none has."""
+    parsed = [parse(part) for part in split_clusters(url) if not part.startswith("sqlite:")]
+    own = [cluster.username is not None for cluster in parsed]
     if password_file is None:
-        if parsed.username is not None:
-            return {}
         username = os.environ.get("RAFTFLOW_USERNAME")
-        if not username:
+        if all(own) or not username:
             return {}
+        if any(own):
+            raise click.UsageError(
+                "some clusters of the URL carry credentials, others not: give each cluster "
+                "its own in the URL, or none (RAFTFLOW_USERNAME, --password-file)"
+            )
         return {"username": username, "password": os.environ.get("RAFTFLOW_PASSWORD", "")}
-    if parsed.password:
+    if any(cluster.password for cluster in parsed):
         raise click.UsageError("the URL has a password already: drop it or --password-file")
-    username = parsed.username or os.environ.get("RAFTFLOW_USERNAME")
+    users = {cluster.username for cluster in parsed if cluster.username is not None}
+    if len(users) > 1:
+        raise click.UsageError(
+            "the clusters of the URL name different users: --password-file is one user's"
+        )
+    username = next(iter(users), None) or os.environ.get("RAFTFLOW_USERNAME")
     if not username:
         raise click.UsageError(
             "--password-file needs a user: http://USER@host:4001 or RAFTFLOW_USERNAME"

@@ -18,31 +18,43 @@ from raftflow.engine.ops.cli.rows import (
     step_row,
 )
 from raftflow.engine.ops.cli.times import parse_since
+from raftflow.engine.ops.scatter import DeploymentInspector, inspector_of
 from raftflow.engine.ops.timefmt import format_duration, format_time
-from raftflow.stores.inspect import ExecutionDetail, Inspector
+from raftflow.stores.inspect import ExecutionDetail
 from raftflow.stores.records import ExecutionRecord, Status
 
 STATUSES = click.Choice([s.value for s in Status])
 
 
-def _detail(conn: Connection, execution_id: str) -> ExecutionDetail:
+def _detail(conn: Connection, execution_id: str) -> tuple[ExecutionDetail, str]:
+    """Execution ID in full, read on its cluster, and that cluster's name (sharded)."""
     engine = conn.engine()
     try:
-        return Inspector(engine.store.database).detail(execution_id)
+        inspector = inspector_of(engine)
+        return inspector.detail(execution_id), inspector.cluster_of(execution_id)
     finally:
         engine.close()
 
 
-def _summary(record: ExecutionRecord) -> dict[str, Any]:
-    """An execution as JSON, its trace context left out."""
+def _summary(record: ExecutionRecord, cluster: str = "") -> dict[str, Any]:
+    """An execution as JSON, its trace context left out (and its cluster, sharded)."""
     data = to_jsonable(record)
     data.pop("trace_context", None)
+    if cluster:
+        data["cluster"] = cluster
     return dict(data)
 
 
-def _print_executions(records: Sequence[ExecutionRecord], now: float, as_json: bool) -> None:
+def _print_executions(
+    records: Sequence[ExecutionRecord], now: float, as_json: bool, inspector: DeploymentInspector
+) -> None:
+    """The executions' rows, with the cluster of each when the deployment is sharded."""
+    clusters = [inspector.cluster_of(r.id) for r in records]
     if as_json:
-        print_json([_summary(r) for r in records])
+        print_json([_summary(r, cluster) for r, cluster in zip(records, clusters)])
+    elif inspector.sharded:
+        rows = [[*execution_row(r, now), c] for r, c in zip(records, clusters)]
+        click.echo(table(rows, [*EXECUTION_HEADERS, "CLUSTER"]))
     else:
         click.echo(table([execution_row(r, now) for r in records], EXECUTION_HEADERS))
 
@@ -58,10 +70,10 @@ def get(execution_id: str, conn: Connection, as_json: bool) -> None:
     Example:
       raftflow get order-7 --url http://127.0.0.1:4001 --json
     """
-    detail = _detail(conn, execution_id)
+    detail, cluster = _detail(conn, execution_id)
     record = detail.execution
     if as_json:
-        data = _summary(record)
+        data = _summary(record, cluster)
         data["queued"] = to_jsonable(detail.queued)
         data["signals"] = len(detail.signals)
         data["children"] = [child.id for child in detail.children]
@@ -81,6 +93,8 @@ def get(execution_id: str, conn: Connection, as_json: bool) -> None:
         ("children", ", ".join(c.id for c in detail.children) or "-"),
         ("input", json.dumps(record.input)),
     ]
+    if cluster:
+        lines.insert(3, ("cluster", cluster))
     if record.status is Status.SUCCEEDED:
         lines.append(("output", json.dumps(record.output)))
     if record.error is not None:
@@ -111,7 +125,7 @@ def steps(execution_id: str, conn: Connection, as_json: bool) -> None:
     Example:
       raftflow steps order-7 --url http://127.0.0.1:4001
     """
-    detail = _detail(conn, execution_id)
+    detail, _cluster = _detail(conn, execution_id)
     if as_json:
         print_json(detail.steps)
     else:
@@ -135,7 +149,8 @@ def list_(
     conn: Connection,
     as_json: bool,
 ) -> None:
-    """List executions, newest first.
+    """List executions, newest first (of every cluster of a sharded deployment, with
+    the cluster of each).
 
     \b
     Example:
@@ -144,12 +159,12 @@ def list_(
     since_ts = parse_since(since)
     engine = conn.engine()
     try:
-        inspector = Inspector(engine.store.database)
+        inspector = inspector_of(engine)
         records = inspector.list(status=status, workflow=workflow, since=since_ts, limit=limit)
         now = inspector.now()
     finally:
         engine.close()
-    _print_executions(records, now, as_json)
+    _print_executions(records, now, as_json, inspector)
 
 
 @click.command(name="executions", hidden=True)
@@ -165,10 +180,11 @@ def executions(
     engine = conn.engine()
     try:
         records = engine.list(status=status, limit=limit)
-        now = Inspector(engine.store.database).now()
+        inspector = inspector_of(engine)
+        now = inspector.now()
     finally:
         engine.close()
-    _print_executions(records, now, as_json)
+    _print_executions(records, now, as_json, inspector)
 
 
 COMMANDS = [get, steps, list_, executions]

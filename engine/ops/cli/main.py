@@ -8,10 +8,12 @@ from collections.abc import Sequence
 import click
 from raftflow.engine.ops.cli import (
     admin,
+    clusters,
     dashboard,
     executions,
     inspection,
     operations,
+    queues,
     recovery,
     replay,
     streams,
@@ -56,10 +58,12 @@ for command in (
     *inspection.COMMANDS,
     *recovery.COMMANDS,
     *replay.COMMANDS,
+    *queues.COMMANDS,
     *operations.COMMANDS,
     *versions.COMMANDS,
     *dashboard.COMMANDS,
     *admin.COMMANDS,
+    *clusters.COMMANDS,
 ):
     cli.add_command(command)
 

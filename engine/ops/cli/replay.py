@@ -13,8 +13,8 @@ from raftflow.engine.ops.cli.apps import app_option, load_engine
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, to_jsonable
+from raftflow.engine.ops.scatter import inspector_of
 from raftflow.stores.flows import MAX_LIST_LIMIT
-from raftflow.stores.inspect import Inspector
 from raftflow.stores.records import ExecutionRecord, Status
 
 from raftflow.errors import ExecutionNotFoundError, UnknownWorkflowError
@@ -91,7 +91,7 @@ def _recent(engine: Engine, workflow: str, count: int) -> list[ExecutionRecord]:
         engine.registry.workflow(workflow)
     except UnknownWorkflowError as exc:
         raise CommandFailed(str(exc), Exit.USAGE) from None
-    inspector, limit = Inspector(engine.store.database), count
+    inspector, limit = inspector_of(engine), count
     while True:
         found: list[Any] = inspector.list(workflow=workflow, limit=limit)
         executions = [r for r in found if r.status is not Status.CONTINUED][:count]

@@ -4,7 +4,7 @@ old version's unfinished executions to a new one (engine/workflow/versions.py)."
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -13,6 +13,7 @@ from raftflow.engine.ops.cli.apps import load_engine
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.exits import CommandFailed, Exit
 from raftflow.engine.ops.cli.output import json_option, print_json, table
+from raftflow.engine.ops.scatter import gather
 from raftflow.engine.workflow.queues import lane_parts
 from raftflow.engine.workflow.versions import check_version
 from raftflow.stores.lanes import LaneFlows
@@ -58,8 +59,9 @@ def version_rows(
 @click.pass_context
 def versions(ctx: click.Context, conn: Connection, as_json: bool) -> None:
     """List the application versions: executions in flight (pending or running, waits
-    included) and live workers of each. In a rolling deploy, stop the old version's
-    workers once its executions in flight reach 0 -- or move them on with `promote`.
+    included) and live workers of each (sharded: of every cluster, each worker once). In
+    a rolling deploy, stop the old version's workers once its executions in flight reach
+    0 -- or move them on with `promote`.
 
     \b
     Example:
@@ -69,11 +71,17 @@ def versions(ctx: click.Context, conn: Connection, as_json: bool) -> None:
         return
     engine = conn.engine()
     try:
-        store = engine.store
-        in_flight, workers = store.run(LaneFlows(store.clock).in_flight())
+        found = gather(
+            engine.shards, lambda shard: shard.store.run(LaneFlows(shard.store.clock).in_flight())
+        )
     finally:
         engine.close()
-    rows = version_rows(in_flight, workers)
+    in_flight: Counter[str] = Counter()
+    workers: dict[str, Sequence[str] | None] = {}  # by id: a worker of several clusters once
+    for _shard, (counts, lanes) in found:
+        in_flight.update(counts)
+        workers.update(lanes)
+    rows = version_rows(in_flight, list(workers.values()))
     if as_json:
         print_json(
             [
@@ -101,9 +109,9 @@ def versions(ctx: click.Context, conn: Connection, as_json: bool) -> None:
 @click.option("--app", metavar="MODULE:ENGINE", help="Or: the version of this app's code.")
 @connection_options
 def promote(old: str, new: str | None, app: str | None, conn: Connection) -> None:
-    """Move version OLD's unfinished executions to another version, whose workers then
-    run them, replaying OLD's histories with their code: check them first
-    (`raftflow replay --recent N --workflow W --app ...`).
+    """Move version OLD's unfinished executions to another version (on every cluster of
+    a sharded deployment), whose workers then run them, replaying OLD's histories with
+    their code: check them first (`raftflow replay --recent N --workflow W --app ...`).
 
     \b
     Example:
@@ -120,11 +128,15 @@ def promote(old: str, new: str | None, app: str | None, conn: Connection) -> Non
         raise CommandFailed(f"version {old} is the target version already", Exit.USAGE)
     engine = conn.engine()
     try:
-        store = engine.store
-        moved = store.run(LaneFlows(store.clock).promote(old, target))
+        found = gather(
+            engine.shards,
+            lambda shard: shard.store.run(LaneFlows(shard.store.clock).promote(old, target)),
+        )
     finally:
         engine.close()
-    click.echo(f"{moved} executions moved from version {old} to {target}")
+    moved = sum(count for _shard, count in found)
+    where = f" (on {len(found)} clusters)" if len(found) > 1 else ""
+    click.echo(f"{moved} executions moved from version {old} to {target}{where}")
 
 
 COMMANDS = [versions]

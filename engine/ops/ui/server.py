@@ -4,8 +4,11 @@ for the live counts; no JavaScript build step.
 Every page is one read request (:class:`~raftflow.stores.inspect.Inspector`, and the
 schedules' list of :class:`~raftflow.engine.runtime.schedules.ScheduleFlows`; ``weak``: no Raft
 entry, no lock held beyond the statement), so what a page shows is one consistent state of
-the database. Actions (cancel, send a signal, resume, fork) are the engine's own
-one-request calls, each behind a confirmation page and a CSRF-checked POST (:mod:`.auth`).
+the database. On a sharded deployment (:mod:`raftflow.engine.ops.scatter`) a list is one
+such read on each cluster, merged, and an execution's page reads its own cluster.
+Actions (cancel, send a signal, resume, fork) are the engine's own one-request calls
+(routed to the execution's cluster), each behind a confirmation page and a CSRF-checked
+POST (:mod:`.auth`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from raftflow.engine.ops.scatter import inspector_of
 from raftflow.engine.ops.timefmt import format_time
 from raftflow.engine.ops.ui.auth import Identity, Settings, is_loopback
 from raftflow.engine.ops.ui.guard import csrf_passes, middleware
@@ -28,9 +32,7 @@ from raftflow.engine.ops.ui.sessions import Sessions
 from raftflow.engine.ops.ui.signin import signin_routes
 from raftflow.engine.ops.ui.streams import stream_routes
 from raftflow.engine.ops.ui.timeline import durations, format_age, timeline
-from raftflow.engine.runtime.schedules import ScheduleFlows
 from raftflow.engine.workflow.queues import lane_parts
-from raftflow.stores.inspect import Inspector
 from raftflow.stores.records import Status
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -82,17 +84,19 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
     """The dashboard's ASGI app on a connected ``engine`` (``sessions``: where sign-ins
     are kept, a new :class:`Sessions` by default)."""
     sessions = sessions if sessions is not None else Sessions()
-    inspector = Inspector(engine.store.database)
+    inspector = inspector_of(engine)  # sharded: lists merged, an execution on its cluster
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     env = templates.env
     env.filters["time"] = format_time
     env.filters["age"] = format_age
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
     env.globals["execution_url"] = execution_url
+    env.globals["cluster_of"] = inspector.cluster_of
 
     def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
         identity: Identity = request.state.identity
         context.update(
+            sharded=inspector.sharded,
             identity=identity,
             read_only=not identity.can_act,
             csrf=request.state.csrf,
@@ -148,6 +152,7 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
             rows=timeline(detail),
             took=durations(detail),
             streams=streams,
+            cluster=inspector.cluster_of(detail.execution.id),
         )
 
     def queue(request: Request) -> Response:
@@ -156,7 +161,7 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
 
     def schedules(request: Request) -> Response:
         count = number_param(request, "next", 3, 1, 20)
-        found = engine.store.run(ScheduleFlows(engine.store.database.clock).list(level="weak"))
+        found = inspector.schedules()
         rows = [(info, [zoned(t, info.timezone) for t in info.next_times(count)]) for info in found]
         return page(request, "schedules.html", rows=rows, now=inspector.now(), count=count)
 
@@ -173,7 +178,7 @@ def create_app(engine: Engine, settings: Settings, sessions: Sessions | None = N
     def confirm(request: Request) -> Response:
         action = request.url.path.strip("/")
         execution_id = request.query_params.get("id", "")
-        record = engine.store.get(execution_id)
+        record = engine.store_of(execution_id).get(execution_id)
         if record is None:
             raise ExecutionNotFoundError(f"no execution has id {execution_id!r}")
         calls = len(engine.get(execution_id).steps()) if action == "fork" else 0

@@ -35,7 +35,7 @@ def stream_routes(engine: Engine) -> list[Route]:
             raise HTTPException(400, "id and key are required")
         offset = _offset(request.headers.get("last-event-id") or q.get("offset") or "0")
         check_read(execution_id, key, offset)  # before the response starts: a 400, not a cut
-        if await run_in_threadpool(engine.store.get, execution_id) is None:
+        if await run_in_threadpool(engine.store_of(execution_id).get, execution_id) is None:
             raise HTTPException(404, f"no execution has id {execution_id!r}")
         values = engine.read_stream_async(execution_id, key, offset, follow=True)
         return StreamingResponse(
