@@ -120,6 +120,7 @@ class ClientCalls(ClientFace):
             payload,
             start_arguments(execution_id, priority),
             priority,
+            drawn=execution_id is None,
             lane=self.registry.lane(definition),
             limit=limit,
             timeout=settings.timeout,

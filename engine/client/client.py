@@ -171,6 +171,7 @@ class Client(ClientFace):
             debounce = check_debounce(debounce, execution_id, None)
         if concurrency_key is not None:
             check_id(concurrency_key, what="concurrency_key")
+        drawn = execution_id is None
         execution_id = start_arguments(execution_id, priority)
         to_json(input, what="workflow input", limit=self.max_payload_bytes)
         output = None if output_type is None else Codec.of(output_type)
@@ -195,6 +196,7 @@ class Client(ClientFace):
             timeout=settings.timeout,
             debounce=debounce,
             output=output,
+            drawn=drawn,
         )
 
     def _current_lane(self, execution_id: str) -> str:

@@ -22,6 +22,7 @@ from raftflow.engine.client.handle import WorkflowHandle
 from raftflow.engine.client.streams import StreamReads
 from raftflow.engine.runtime.hooks import HookChain, Hooks
 from raftflow.engine.runtime.local import LocalWorkers
+from raftflow.engine.shards.partitions import key_route
 from raftflow.engine.workflow import primitives
 from raftflow.engine.workflow.context import current_activation, workflow_run
 from raftflow.engine.workflow.drivers import drive
@@ -94,14 +95,19 @@ class ClientFace(StreamReads):
         timeout: float | None = None,
         debounce: float | None = None,
         output: Codec | None = None,
+        drawn: bool = False,
     ) -> WorkflowHandle[Any]:
         """Write the start of an execution of ``workflow`` (the JSON ``payload`` its input,
         ``execution_id`` and ``priority`` checked by :func:`start_arguments`) in ``lane``:
-        the execution's record and its first event, atomically, in one request."""
+        the execution's record and its first event, atomically, in one request.
+        ``drawn``: the id was drawn here, not given (sharded, a limited execution's is
+        drawn again to live where its limit's slots are counted)."""
         # A worker of this process with a free slot (the fast path) -- not for an execution
         # that may have to wait: for a slot of its limit, or for its debounce.
         shards = self.shards
         shards.check_startable()
+        if limit is not None and shards.sharded:
+            execution_id = _placed_by_limit(shards, execution_id, limit[0], drawn)
         shard = shards.of(execution_id)
         fast = limit is None and debounce is None
         local = self.local.reserve(priority, lane, shard.name) if fast else None
@@ -265,6 +271,21 @@ class ClientFace(StreamReads):
         lane = self._current_lane(execution_id) if to_current_version else None
         shard.store.run(shard.store.flows.fork(execution_id, from_step, new_id, RUN, lane))
         return WorkflowHandle(self, new_id)
+
+
+def _placed_by_limit(shards: Shards, execution_id: str, key: str, drawn: bool) -> str:
+    """A limited execution's id, on the cluster that counts its limit's slots (sharded:
+    one cluster admits every execution of the limit, so the limit holds across them)."""
+    home = shards.of(key_route(key))
+    if shards.of(execution_id) is home:
+        return execution_id
+    if drawn:
+        return _id_on(shards, home.name)
+    raise InvalidArgumentError(
+        f"execution {execution_id!r} is limited by {key!r}, whose executions live on cluster "
+        f"{home.name!r} (one cluster admits them all, so the limit holds across the "
+        f"deployment): give an id that begins with {key_route(key) + '/'!r}, or none"
+    )
 
 
 def _id_on(shards: Shards, name: str) -> str:

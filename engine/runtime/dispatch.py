@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from raftflow.engine.runtime.host import RunHost
 from raftflow.engine.runtime.runcache import RunCache
 from raftflow.engine.runtime.schedules import ScheduleFlows
+from raftflow.engine.shards.partitions import key_route
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.drivers import run_async, run_sync
 from raftflow.engine.workflow.events import RunEvent, parse_event
@@ -140,7 +141,7 @@ class Dispatcher:
             return False
         key = f"queue:{workflow.queue}"
         flow = self.store.flows.reserve_rate(key, lease.group_id, rate.limit, rate.per)
-        wait = await self.store.run(flow) - self.host.clock_earliest()
+        wait = await self.host.run_flow(flow, key_route(key)) - self.host.clock_earliest()
         if wait <= 0:
             return False
         await self.transport.release_leases([lease], wait)

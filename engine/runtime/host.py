@@ -132,6 +132,9 @@ class RunHost:
     def holds_here(self, execution_id: str) -> bool:
         return self.elsewhere(execution_id) is None
 
+    def same_cluster(self, one: str, other: str) -> bool:
+        return self.elsewhere(one) is self.elsewhere(other)
+
     def finished(self, execution_id: str, status: Status, parent_id: str | None = None) -> None:
         """An execution's outcome committed here: tell the hooks and local result() waiters,
         and the relay when it is news for another cluster (a parent there, or a cancel,

@@ -30,6 +30,13 @@ def routing_key(execution_id: str) -> str:
     return execution_id if match is None else execution_id[: match.start()]
 
 
+def key_route(key: str) -> str:
+    """An id that routes where ``key`` (a limit's key: ``"checkout"``, ``"queue:billing"``,
+    ``"export:customer-7"``) lives: the cluster that admits, or counts, every execution
+    the limit applies to -- so a limit holds across a sharded deployment."""
+    return _KEY_END.sub("_", key)
+
+
 def partition_of(execution_id: str, partitions: int) -> int:
     """The partition (``0 .. partitions - 1``) of ``execution_id``: the same in every
     process, release and platform (a fixed hash, not Python's ``hash``)."""

@@ -43,6 +43,10 @@ class Host(Protocol):
         """Whether ``execution_id`` lives on this execution's cluster (always, unsharded)."""
         ...
 
+    def same_cluster(self, one: str, other: str) -> bool:
+        """Whether two ids live on one cluster (always, unsharded)."""
+        ...
+
     def clock_estimate(self) -> float: ...
 
     def clock_uncertainty(self) -> float:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from raftflow.engine.shards.partitions import key_route
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.outcomes import message_of
@@ -42,6 +43,7 @@ from raftflow.errors import (
     ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionNotFoundError,
+    InvalidArgumentError,
     ResultTimeoutError,
     StoreError,
     WorkflowCancelledError,
@@ -113,6 +115,9 @@ def start_child(
     index, record = yield from call_begin(run, "child", definition.name)
     if record is None:
         child_id = execution_id or default_child_id(run, index)
+        if limit is not None and not run.host.holds_here(key_route(limit[0])):
+            # Sharded: a limited child lives where its limit's slots are counted.
+            child_id = execution_id or f"{key_route(limit[0])}/{child_id}"
         flow = run.host.flows.start(
             child_id,
             definition.name,
@@ -125,7 +130,9 @@ def start_child(
             lane=run.host.registry.lane(definition),
         )
         outcome: Outcome
-        if run.host.holds_here(child_id):
+        if limit is not None and not run.host.same_cluster(child_id, key_route(limit[0])):
+            outcome = Outcome(error=_misplaced(child_id, limit[0]))
+        elif run.host.holds_here(child_id):
             outcome = yield Io(flow)
         else:  # sharded, on another cluster: noted here first, so its news finds the parent
             note = outbox.note_child(
@@ -140,6 +147,14 @@ def start_child(
         record = _stage_outcome(run, index, "child", definition.name, outcome, child_id)
     _raise_refusal(record.error)
     return str(record.output)
+
+
+def _misplaced(child_id: str, key: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"child id {child_id!r} routes to another cluster than its limit {key!r}, whose "
+        f"executions live on one cluster (so the limit holds across the deployment): give "
+        f"an id that begins with {key_route(key) + '/'!r}, or the default"
+    )
 
 
 def default_child_id(run: Activation, index: int) -> str:

@@ -72,6 +72,9 @@ class ReplayHost:
     def holds_here(self, execution_id: str) -> bool:
         return True  # asked only by calls past the history, which a replay never makes
 
+    def same_cluster(self, one: str, other: str) -> bool:
+        return True
+
     # The clock stands past every recorded wake time: a recorded sleep or timeout has
     # passed, and no wait begins (a call that would wait is past the history anyway).
     def clock_estimate(self) -> float:

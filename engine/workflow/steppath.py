@@ -35,6 +35,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from raftflow.engine.shards.partitions import key_route
 from raftflow.engine.workflow.activation import Activation, Unwind
 from raftflow.engine.workflow.context import StepInfo
 from raftflow.engine.workflow.registry import StepDef
@@ -188,7 +189,8 @@ def rate_wait(
     while True:
         token = f"{run.execution_id}:{index}:{attempt}" + (f":{again}" if again else "")
         flow = run.host.flows.reserve_rate(key, token, limit.limit, limit.per)
-        outcome: Outcome = yield Io(flow)
+        # Sharded, the reservations of a key are all made on its own cluster: one bucket.
+        outcome: Outcome = yield Io(flow, route=key_route(key))
         if outcome.error is not None:
             raise outcome.error
         at = float(outcome.value)

@@ -9,6 +9,7 @@ cluster, read here straight from each file.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,15 @@ import pytest
 from raftflow.engine.shards.deployment import DEFAULT_PARTITIONS, open_shards
 from raftflow.engine.shards.partitions import partition_of, routing_key
 
-from raftflow import Client, ConfigurationError, Engine, Status, WorkflowCancelledError
+from raftflow import (
+    Client,
+    ConfigurationError,
+    Engine,
+    InvalidArgumentError,
+    RateLimit,
+    Status,
+    WorkflowCancelledError,
+)
 
 
 def urls(tmp_path: Path, n: int = 2) -> str:
@@ -265,3 +274,93 @@ def test_a_schedule_fires_on_the_cluster_of_its_workflow_name_only(
         )
         assert bool(fired) == (shard.name == owner)
         assert bool(scheduled) == (shard.name == owner)
+
+
+class Running(threading.Thread):
+    """Samples how many executions of ``workflow`` run on every cluster at once."""
+
+    def __init__(self, files: list[Path], workflow: str) -> None:
+        super().__init__(daemon=True)
+        self.files, self.workflow = files, workflow
+        self.most = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        sql = "SELECT COUNT(*) FROM executions WHERE workflow = ? AND status = 'running'"
+        while not self.halt.wait(0.005):
+            now = sum(rows(path, sql, self.workflow)[0][0] for path in self.files)
+            self.most = max(self.most, now)
+
+
+def test_a_concurrency_limit_holds_across_the_clusters(engine: Engine, tmp_path: Path) -> None:
+    @engine.step
+    def work(n: int) -> int:
+        time.sleep(0.05)
+        return n
+
+    @engine.workflow(concurrency=2)
+    def limited(n: int) -> int:
+        return work(n) + work(n)
+
+    @engine.workflow(concurrency=1, concurrency_key=lambda job: job["user"])
+    def per_user(job: dict[str, Any]) -> int:
+        return work(job["n"])
+
+    @engine.workflow
+    def parent(n: int) -> int:
+        return engine.start(limited, n).result()
+
+    files = [tmp_path / f"shard{i}.db" for i in range(2)]
+    watcher = Running(files, "limited")
+    watcher.start()
+    with engine.running_worker(concurrency=8):
+        handles = [engine.start(limited, i) for i in range(8)]
+        handles += [engine.start(parent, i, execution_id=f"parent-{i}") for i in range(4)]
+        expected = [2 * i for i in range(8)] + [2 * i for i in range(4)]
+        assert [h.result(timeout=60) for h in handles] == expected
+        watcher.halt.set()
+        keyed = [engine.start(per_user, {"user": "ann", "n": i}) for i in range(3)]
+        assert [h.result(timeout=60) for h in keyed] == [0, 1, 2]
+    watcher.join()
+    home = engine.shards.of("limited").name
+    placed = {r.id: engine.shards.of(r.id).name for r in engine.list(limit=100)}
+    limited_ids = [r.id for r in engine.list(limit=100) if r.workflow == "limited"]
+    assert len(limited_ids) == 12 and {placed[i] for i in limited_ids} == {home}
+    # The parents' children: on the limit's cluster, their default id prefixed to route there
+    # when their parent is elsewhere.
+    prefix = {
+        i: "" if engine.shards.of(f"parent-{i}").name == home else "limited/" for i in range(4)
+    }
+    assert {i for i in limited_ids if "/" in i} == {f"{prefix[i]}parent-{i}/0" for i in range(4)}
+    assert set(prefix.values()) == {"", "limited/"}  # both cases met
+    assert 1 <= watcher.most <= 2  # never more than the limit, summed over both clusters
+    runs = [r for r in engine.list(limit=100) if r.workflow == "per_user"]
+    assert {engine.shards.of(r.id).name for r in runs} == {engine.shards.of("per_user:ann").name}
+    elsewhere = next(f"x-{i}" for i in range(100) if engine.shards.of(f"x-{i}").name != home)
+    with pytest.raises(InvalidArgumentError, match="limited by 'limited'"):
+        engine.start(limited, 1, execution_id=elsewhere)
+    assert engine.start(limited, 1, execution_id="limited/mine").id == "limited/mine"
+
+
+def test_a_rate_limit_holds_across_the_clusters(engine: Engine, tmp_path: Path) -> None:
+    @engine.step(rate_limit=RateLimit(2, per=0.5))
+    def call_api(n: int) -> int:
+        return n
+
+    @engine.workflow
+    def caller(n: int) -> int:
+        return call_api(n)
+
+    ids = [f"call-{i}" for i in range(8)]
+    assert len({engine.shards.of(i).name for i in ids}) == 2  # callers on both clusters
+    with engine.running_worker(concurrency=8):
+        handles = [engine.start(caller, i, execution_id=ids[i]) for i in range(8)]
+        assert [h.result(timeout=60) for h in handles] == list(range(8))
+    files = {s.name: tmp_path / f"shard{i}.db" for i, s in enumerate(engine.shards)}
+    owner = engine.shards.of("call_api").name
+    times = sorted(r[0] for r in rows(files[owner], "SELECT at FROM rate_slots"))
+    assert len(times) == 8  # one bucket, on the key's cluster, for the callers of both
+    for other, path in files.items():
+        if other != owner:
+            assert rows(path, "SELECT * FROM rate_slots") == []
+    assert all(later - earlier >= 0.5 - 1e-6 for earlier, later in zip(times, times[2:]))
