@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from raftflow.engine.ops.scatter import merge_queues
 from raftflow.engine.runtime.hooks import Hooks
 from raftflow.engine.workflow.context import StepInfo
 from raftflow.stores.records import ExecutionRecord, Status
@@ -211,7 +212,8 @@ class _LiveCollector(Collector):
         turns = GaugeMetricFamily("raftflow_turns_in_progress", "Executions handled now")
         turns.add_metric([], (worker.running if worker is not None else None) or 0)
         yield turns
-        sample = worker.presence.queue if worker is not None else None
+        samples = list(worker.presence.samples.values()) if worker is not None else []
+        sample = merge_queues(samples) if samples else None  # sharded: every cluster's
         if sample is None:
             return  # another worker samples the queue
         depth = GaugeMetricFamily(

@@ -41,7 +41,7 @@ class Hooks:
     """No-op hooks; override any of them."""
 
     #: True: the worker competes for the queue-sampling duty (one worker at a time reads
-    #: the queue's depth with its presence beat: ``worker.presence.queue``).
+    #: the queue's depth with its presence beat: ``worker.presence.samples``).
     samples_queue: bool = False
 
     def worker_started(self, worker: Worker) -> None:

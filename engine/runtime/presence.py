@@ -22,7 +22,7 @@ import contextlib
 import logging
 import os
 import socket
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from raftflow.engine.runtime.retention import RETENTION_DUTY
@@ -59,11 +59,22 @@ VERSION = _version()
 
 @dataclass
 class PresenceState:
-    """What the worker's last beat learned."""
+    """What the worker's last beats learned (one beat per cluster it serves)."""
 
     seen_at: float | None = None  # the last beat that was written (cluster clock)
-    sampler: bool = False  # this worker holds the queue-sampling duty
-    queue: QueueSnapshot | None = None  # its last sample, when it holds it
+    #: Its last sample of each cluster's queue whose sampling duty it holds ("": unsharded).
+    samples: dict[str, QueueSnapshot] = field(default_factory=dict)
+
+    @property
+    def sampler(self) -> bool:
+        """Whether it holds the queue-sampling duty (of a cluster, sharded)."""
+        return bool(self.samples)
+
+    @property
+    def queue(self) -> QueueSnapshot | None:
+        """Its last sample of the queue (unsharded; sharded, :attr:`samples`), if it
+        holds the sampling duty."""
+        return next(iter(self.samples.values()), None) if len(self.samples) == 1 else None
 
 
 class Presence:
@@ -77,10 +88,12 @@ class Presence:
         store: AsyncStore,
         state: PresenceState,
         retention: Retention | None,
+        shard: str = "",
     ) -> None:
         self.worker = worker
         self.store = store
         self.state = state
+        self.shard = shard
         self.retention = retention
         self.inspect = InspectFlows(store.clock)
         self.started_at: float | None = None
@@ -149,8 +162,11 @@ class Presence:
         response.raise_for_errors()
         self.state.seen_at = now
         holder = response.result_of("ops.duty_holder").first() if competes else None
-        self.state.sampler = bool(holder and holder["worker_id"] == worker_id)
+        sampler = bool(holder and holder["worker_id"] == worker_id)
         if retains and self.retention is not None:
             keeper = response.result_of("ops.retention_holder").first()
             self.retention.on_beat(bool(keeper and keeper["worker_id"] == worker_id))
-        self.state.queue = (yield from self.inspect.queue()) if self.state.sampler else None
+        if sampler:
+            self.state.samples[self.shard] = yield from self.inspect.queue()
+        else:
+            self.state.samples.pop(self.shard, None)

@@ -109,7 +109,7 @@ class WorkerRun:
         )
         keep = served.retention
         retention = None if keep is None else Retention(self, store, keep)
-        self.duties: list[Duty] = [Presence(self, store, served.presence, retention)]
+        self.duties: list[Duty] = [Presence(self, store, served.presence, retention, shard)]
         if retention is not None:
             self.duties.append(retention)
         if options.adopt_older:

@@ -200,3 +200,31 @@ def test_traces_continue_the_starters_trace_with_a_span_per_turn_and_step(
     ]
     assert failed[0].status.status_code.name == "ERROR" and failed[0].events  # the exception
     assert any(t.attributes and t.attributes.get("raftflow.status") == "succeeded" for t in turns)
+
+
+def test_a_worker_on_several_clusters_samples_the_queue_of_each(tmp_path: Path) -> None:
+    """Sharded, a worker beats on every cluster and samples each queue whose duty it
+    holds: the queue metrics are the sum of the clusters' (one cluster's sample no longer
+    overwrites another's)."""
+    engine = Engine.from_url(f"sqlite:///{tmp_path / 'a.db'};sqlite:///{tmp_path / 'b.db'}")
+
+    @engine.workflow
+    def naps() -> None:
+        engine.sleep(3600)
+
+    metrics = Metrics()
+    engine.add_hooks(metrics)
+    port = metrics.serve(0)
+    ids = [f"nap-{i}" for i in range(6)]
+    assert len({engine.shards.of(i).name for i in ids}) == 2
+    try:
+        with engine.running_worker() as worker:
+            for execution_id in ids:
+                engine.start(naps, execution_id=execution_id)
+            wait_until(lambda: len(worker.presence.samples) == 2)
+            wait_until(lambda: sum(s.parked for s in worker.presence.samples.values()) == 6)
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert sample(text, "raftflow_queue_parked") == 6
+    finally:
+        metrics.close()
+        engine.close()
