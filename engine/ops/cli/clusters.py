@@ -160,4 +160,46 @@ def shards(conn: Connection, as_json: bool) -> None:
     click.echo(table(lines, headers))
 
 
-COMMANDS = [migrate, shards]
+@click.command(name="move-partitions")
+@click.option(
+    "--partition", "partitions", type=int, multiple=True, help="A partition to move (repeat)."
+)
+@click.option("--from", "source", metavar="CLUSTER", help="Every partition of this cluster.")
+@click.option("--to", "target", metavar="CLUSTER", required=True, help="The cluster to move to.")
+@connection_options
+@json_option
+def move_partitions_command(
+    partitions: tuple[int, ...], source: str | None, target: str, conn: Connection, as_json: bool
+) -> None:
+    """Move partitions of a sharded deployment to another cluster: copy what they hold,
+    point the catalog there (epoch + 1), delete it where it was. Stop the deployment's
+    workers first (a move refuses executions a worker holds); run it again after a
+    failure; then start the workers on the URL that lists the new cluster.
+
+    \b
+    Example (a new, empty cluster c added to the URL, after shard-1's partitions):
+      raftflow move-partitions --from shard-1 --to shard-3 \\
+        --url 'http://a1:4001;http://b1:4001;http://c1:4001'
+    """
+    from raftflow.engine.shards.move import move_partitions
+
+    engine = conn.engine()
+    try:
+        deployment = engine.shards
+        chosen = set(partitions)
+        if source is not None and deployment.catalog is not None:
+            chosen |= set(deployment.catalog.partitions_of(source))
+        report = move_partitions(deployment, chosen, target)
+    finally:
+        engine.close()
+    if as_json:
+        print_json(report)
+        return
+    moved = ", ".join(f"{n} from {name}" for name, n in report.groups.items()) or "none"
+    click.echo(
+        f"{len(report.partitions)} partitions now on {report.to} (catalog epoch "
+        f"{report.epoch}): queue groups copied {moved}, {report.rows} rows"
+    )
+
+
+COMMANDS = [migrate, shards, move_partitions_command]
