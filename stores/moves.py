@@ -83,7 +83,7 @@ def read(clock: Clock, ids: Sequence[str], keys: Sequence[str]) -> Flow[Batch]:
             "deployment's workers first (or wait for their leases to lapse)"
         )
     batch = Batch(list(ids), list(keys))
-    for table, result in zip(tables, results[1:]):
+    for table, result in zip(tables, response.results[1:]):
         batch.rows[table] = result.dicts()
     return batch
 
