@@ -60,6 +60,12 @@ def pending(limit: int = RELAY_BATCH) -> Flow[list[Notice]]:
     ]
 
 
+def backlog() -> Flow[tuple[int, float | None]]:
+    """The rows waiting in the outbox, and the creation time of the oldest (a weak read)."""
+    (row,) = yield from read(SQL("backlog", {}))
+    return int(row["rows"]), None if row["oldest"] is None else float(row["oldest"])
+
+
 def child_finished(clock: Clock, notice: Notice) -> Flow[None]:
     """On the parent's cluster: record the child's outcome (once) and wake the parent."""
     now = yield from clock.now()

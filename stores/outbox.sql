@@ -13,6 +13,10 @@ ON CONFLICT (parent_id, id) DO NOTHING;
 -- What this cluster has to tell others, oldest first.
 SELECT seq, target, kind, source, payload FROM outbox ORDER BY seq LIMIT :limit;
 
+-- name: backlog
+-- How much news waits to be relayed, and since when.
+SELECT COUNT(*) AS rows, MIN(created_at) AS oldest FROM outbox;
+
 -- name: child_finished
 -- On the parent's cluster: the outcome of its child, applied once (a relay may deliver it
 -- again), and the parent woken if it waits parked -- as a local child's finish does.

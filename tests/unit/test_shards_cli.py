@@ -262,9 +262,10 @@ def test_shards_shows_the_catalog_and_what_each_cluster_holds(
         assert cluster["partition_ids"] == catalog.partitions_of(cluster["name"])
         assert cluster["partitions"] == len(cluster["partition_ids"])
         assert cluster["executions"]["succeeded"] == 3
+        assert cluster["outbox"] == 0  # nothing waits to be relayed
     text = cli(capsys, "shards", url=url)
     assert "2 clusters, 256 partitions, catalog epoch 1 (on shard-1)" in text
-    assert "shard-2" in text and "SUCCEEDED" in text
+    assert "shard-2" in text and "SUCCEEDED" in text and "OUTBOX" in text
     alone = cli(capsys, "shards", url=f"sqlite:///{tmp_path / 'shard1.db'}")
     assert "this cluster is 'shard-2' of a sharded deployment" in alone
     plain = cli(capsys, "shards", url=f"sqlite:///{tmp_path / 'plain.db'}")

@@ -11,9 +11,10 @@ from typing import Any
 import click
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.output import json_option, print_json, table
-from raftflow.engine.ops.scatter import inspector_of
+from raftflow.engine.ops.scatter import gather, inspector_of
 from raftflow.engine.shards.deployment import shard_urls
 from raftflow.stores import catalog as catalogs
+from raftflow.stores import outbox
 from raftflow.stores.records import Status
 from raftflow.transports.rqlite.urls import masked
 
@@ -88,6 +89,7 @@ class ClusterRow:
     partitions: int | None  # how many it holds (None: not sharded)
     partition_ids: list[int] | None  # which
     executions: dict[str, int]  # by status
+    outbox: int = 0  # news for other clusters not relayed yet
 
 
 @click.command()
@@ -107,6 +109,7 @@ def shards(conn: Connection, as_json: bool) -> None:
         deployment = engine.shards
         urls = [masked(str(url)) for url in shard_urls(conn.require_url())]
         counts = inspector_of(engine).each(lambda one: one.counts())
+        backlogs = gather(deployment, lambda shard: shard.store.run(outbox.backlog())[0])
         store = deployment.shards[0].store  # one cluster: a deployment's, or none's?
         identity = None if deployment.sharded else store.run(catalogs.identity(store.clock))
     finally:
@@ -119,8 +122,9 @@ def shards(conn: Connection, as_json: bool) -> None:
             partitions=len(catalog.partitions_of(shard.name)) if catalog else None,
             partition_ids=catalog.partitions_of(shard.name) if catalog else None,
             executions={status.value: n for status, n in count.items()},
+            outbox=backlog,
         )
-        for shard, url, (_name, count) in zip(deployment, urls, counts)
+        for shard, url, (_name, count), (_shard, backlog) in zip(deployment, urls, counts, backlogs)
     ]
     if as_json:
         print_json(
@@ -153,10 +157,11 @@ def shards(conn: Connection, as_json: bool) -> None:
             row.url,
             "-" if row.partitions is None else row.partitions,
             *(row.executions[status] for status in statuses),
+            row.outbox,
         ]
         for row in rows
     ]
-    headers = ["CLUSTER", "URL", "PARTITIONS", *(status.upper() for status in statuses)]
+    headers = ["CLUSTER", "URL", "PARTITIONS", *(status.upper() for status in statuses), "OUTBOX"]
     click.echo(table(lines, headers))
 
 
