@@ -425,9 +425,11 @@ def test_the_unlinked_form_knows_every_column_and_trigger_of_executions(
         " ORDER BY name",
     )
     assert [t["name"] for t in triggers] == [
+        "child_finished_elsewhere",  # UPDATE OF status: only an execution with a parent
         "execution_admitted",  # UPDATE OF admitted: not a column the final commit sets
         "execution_finished",  # UPDATE OF status: a parent to wake, children to cancel
         "execution_limit_cancelled",  # UPDATE OF cancel_reason: not set by the commit
         "execution_limit_freed",  # UPDATE OF status: a limit's slot
         "execution_limit_resumed",  # UPDATE OF status: a limit's slot, on resume
+        "parent_cancelled_elsewhere",  # UPDATE OF status to cancelled: never a lean final
     ]
