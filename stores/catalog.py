@@ -52,9 +52,10 @@ class Catalog:
         return [p for p, name in enumerate(self.assignment) if name == cluster]
 
 
-def identity(clock: Clock) -> Flow[Identity | None]:
-    """The cluster's identity, None for a cluster no deployment has named."""
-    rows = yield from read(SQL("identity", {}), strong_if_empty=True)
+def identity(clock: Clock, *, strong_if_empty: bool = True) -> Flow[Identity | None]:
+    """The cluster's identity, None for a cluster no deployment has named (read again at
+    ``strong`` level when the weak read finds none, unless told not to)."""
+    rows = yield from read(SQL("identity", {}), strong_if_empty=strong_if_empty)
     return None if not rows else Identity(str(rows[0]["name"]), str(rows[0]["catalog"]))
 
 

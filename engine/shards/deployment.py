@@ -68,7 +68,9 @@ class Shards:
         if self._startable:
             return
         store = self.shards[0].store
-        member = store.run(catalogs.identity(store.clock))
+        # Weak only: a cluster is named when its deployment is created, long before this
+        # (an unsharded database, the usual case, pays no Raft entry for the check).
+        member = store.run(catalogs.identity(store.clock, strong_if_empty=False))
         if member is not None:
             raise ConfigurationError(
                 f"this cluster is {member.name!r} of a sharded deployment: start executions "
@@ -114,7 +116,7 @@ def open_shards(
     max_payload_bytes: int,
     auto_migrate: bool | None,
     options: ConnectOptions,
-    partitions: int = DEFAULT_PARTITIONS,
+    partitions: int | None = None,
 ) -> Shards:
     """Open every cluster of ``url`` (each schema checked as :func:`open_pair` does) and,
     for several, the deployment's catalog (written by the first process to open it)."""
@@ -132,7 +134,7 @@ def open_shards(
         raise
 
 
-def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int) -> Shards:
+def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int | None) -> Shards:
     """Name the clusters (those not named yet), check they form one deployment, and read
     (or write) its catalog."""
     stores = [store for _transport, store in opened]
@@ -172,7 +174,14 @@ def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int
     if catalog is None:
         _check_empty(stores)
         catalog = stores[0].run(
-            catalogs.create_catalog(stores[0].clock, Catalog.spread(partitions, names))
+            catalogs.create_catalog(
+                stores[0].clock, Catalog.spread(partitions or DEFAULT_PARTITIONS, names)
+            )
+        )
+    if partitions is not None and partitions != catalog.partitions:
+        raise ConfigurationError(
+            f"the deployment has {catalog.partitions} partitions, fixed when it was created, "
+            f"not {partitions}"
         )
     missing = sorted(set(catalog.assignment) - set(names))
     if missing:

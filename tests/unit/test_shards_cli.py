@@ -270,3 +270,7 @@ def test_shards_shows_the_catalog_and_what_each_cluster_holds(
     assert "this cluster is 'shard-2' of a sharded deployment" in alone
     plain = cli(capsys, "shards", url=f"sqlite:///{tmp_path / 'plain.db'}")
     assert plain.startswith("one cluster, not sharded")
+    new = ";".join(f"sqlite:///{tmp_path / f'new{i}.db'}" for i in range(3))
+    created = cli_json(capsys, "shards", "--partitions", "48", url=new)
+    assert created["partitions"] == 48
+    assert [c["partitions"] for c in created["clusters"]] == [16, 16, 16]

@@ -12,10 +12,11 @@ import click
 from raftflow.engine.ops.cli.connection import Connection, connection_options
 from raftflow.engine.ops.cli.output import json_option, print_json, table
 from raftflow.engine.ops.scatter import gather, inspector_of
-from raftflow.engine.shards.deployment import shard_urls
+from raftflow.engine.shards.deployment import DEFAULT_PARTITIONS, open_shards, shard_urls
 from raftflow.stores import catalog as catalogs
 from raftflow.stores import outbox
 from raftflow.stores.records import Status
+from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.rqlite.urls import masked
 
 
@@ -93,17 +94,26 @@ class ClusterRow:
 
 
 @click.command()
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, 1 << 16),
+    help="Create the deployment with this many partitions (the first to open it decides; "
+    f"default {DEFAULT_PARTITIONS}); refused if it exists with another number.",
+)
 @connection_options
 @json_option
-def shards(conn: Connection, as_json: bool) -> None:
+def shards(partitions: int | None, conn: Connection, as_json: bool) -> None:
     """Show a sharded deployment: its partitions, its catalog's epoch, and for each
     cluster its name, its URL (credentials masked), the partitions it holds and its
-    executions by status. Given one cluster's URL, what that cluster is.
+    executions by status. Given one cluster's URL, what that cluster is. With
+    ``--partitions``, create a new deployment (its clusters empty) with that many.
 
     \b
     Example:
       raftflow shards --url 'http://a1:4001,a2:4001;http://b1:4001,b2:4001'
     """
+    if partitions is not None:
+        open_shards(conn.require_url(), MAX_PAYLOAD_BYTES, None, conn.options(), partitions).close()
     engine = conn.engine()
     try:
         deployment = engine.shards
