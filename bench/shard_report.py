@@ -7,10 +7,12 @@ from typing import Any
 from bench.report import _num, _table, header
 
 
-def _costs(costs: dict[str, dict[str, int]]) -> str:
-    return ", ".join(
-        f"{name} {c['requests']} requests ({c['raft_entries']} Raft)" for name, c in costs.items()
+def _costs(cost: dict[str, Any]) -> str:
+    clusters = ", ".join(
+        f"{name} {c['requests']} ({c['raft_entries']} Raft)"
+        for name, c in cost["per_cluster"].items()
     )
+    return f"{cost['seconds'] * 1000:.1f} ms, requests: {clusters}"
 
 
 def render(results: dict[str, Any]) -> str:
@@ -60,8 +62,8 @@ def render(results: dict[str, Any]) -> str:
                 "per step",
                 "leader CPU s",
                 "requests: workers + starts",
-                f"entries / N={first}",
-                f"CPU / N={first}",
+                f"entries / all at N={first}",
+                f"CPU / all at N={first}",
             ],
             rows,
         )
@@ -129,8 +131,8 @@ def render(results: dict[str, Any]) -> str:
     lines.append("")
     for run in runs:
         lines.append(
-            f"N={run['clusters']}: a process's connect costs {_costs(run['connect'])}; "
-            f"one list() costs {_costs(run['list'])}"
+            f"N={run['clusters']}: a process's connect {_costs(run['connect'])}; "
+            f"one list() {_costs(run['list'])}"
         )
     return "\n".join(lines)
 

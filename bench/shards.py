@@ -109,18 +109,24 @@ class Deployment:
             )
         return rows
 
-    def request_cost(self, action: Callable[[], object]) -> dict[str, dict[str, int]]:
-        """The requests and Raft entries ``action`` (run in this process) cost each cluster."""
+    def request_cost(self, action: Callable[[], object]) -> dict[str, Any]:
+        """What ``action`` (run in this process) took, and the requests and Raft entries
+        it cost each cluster."""
         before = self.tally.snapshot()
+        started = time.perf_counter()
         action()
+        seconds = time.perf_counter() - started
         after = self.tally.snapshot()
         requests, raft = window(before, after, "clusters"), window(before, after, "clusters_raft")
         return {
-            name: {
-                "requests": int(requests.get(identity, 0)),
-                "raft_entries": int(raft.get(identity, 0)),
-            }
-            for name, identity in self.identities.items()
+            "seconds": round(seconds, 4),
+            "per_cluster": {
+                name: {
+                    "requests": int(requests.get(identity, 0)),
+                    "raft_entries": int(raft.get(identity, 0)),
+                }
+                for name, identity in self.identities.items()
+            },
         }
 
 

@@ -271,12 +271,15 @@ def test_shards_smoke_splits_the_work_and_reports_each_cluster(
             reported(c, "leader_core_percent")
             assert c["raft_entries"] >= 0, c
         reported(idle, "worker_core_percent_per_worker")
-        assert set(run["list"]) == set(run["connect"]) == set(names)
+        listing, connect = run["list"]["per_cluster"], run["connect"]["per_cluster"]
+        assert set(listing) == set(connect) == set(names)
         # list() is one request to every cluster; a connect checks every cluster's schema.
-        assert all(cost["requests"] == 1 for cost in run["list"].values()), run["list"]
-        assert all(cost["requests"] >= 1 for cost in run["connect"].values()), run["connect"]
+        assert all(cost["requests"] == 1 for cost in listing.values()), listing
+        assert all(cost["requests"] >= 1 for cost in connect.values()), connect
+        reported(run, "list", "seconds")
+        reported(run, "connect", "seconds")
     # A process reads the catalog from the first cluster only when it connects.
-    sharded = runs[1]["connect"]
+    sharded = runs[1]["connect"]["per_cluster"]
     catalog, *others = list(sharded)
     assert all(sharded[catalog]["requests"] > sharded[name]["requests"] for name in others)
     assert "requests/s per worker per cluster" in data_text(tmp_path)
