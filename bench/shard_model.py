@@ -5,11 +5,12 @@ own, fed with what ``python -m bench --shards 1,2,3`` measured on one machine.
     python -m bench.shard_model                     # reads it
     python -m bench.shard_model --from a.json b.json c.json --send-share 0.1
 
-**Measured** (medians over every cluster of every run given): a leader's CPU per step, the
-Raft entries per step and the leader's CPU per Raft entry; the workers' CPU per step; an
-idle worker's requests per second per cluster and the leader's CPU per such request; the
-Raft entries a process's connect costs the catalog's cluster and every other one; the time
-of one ``list()`` per cluster it asks.
+**Measured** (medians over every cluster of every run given): a leader's CPU per step and
+the Raft entries per step under the workload; a leader's CPU per unbatched write (a start
+with no worker running: one request, one Raft entry, as a cross-cluster send); the
+workers' CPU per step; an idle worker's requests per second per cluster and the leader's
+CPU per such request; the Raft entries a process's connect costs the catalog's cluster
+and every other one; the time of one ``list()`` per cluster it asks.
 
 **Computed** from the hash: the busiest cluster's share of the load over the mean (the
 *skew*), for ``--keys`` routing keys of equal load hashed onto ``--partitions`` partitions
@@ -22,9 +23,8 @@ followers, which single-node clusters did not measure, so the figures are optimi
 worker process's cores (``--worker-cores``: Python, about one); the share of steps that
 send to another execution (``--send-share``, its target uniformly random: on another
 cluster with probability (N-1)/N, where it costs one request and one Raft entry that no
-batch shares, priced at the leader's CPU per entry of the workload: pessimistic, those
-entries carry whole batches); process starts per second (``--process-starts``); list()
-calls per second (``--list-calls``).
+batch shares, priced as an unbatched write); process starts per second
+(``--process-starts``); list() calls per second (``--list-calls``).
 
 The deployment's throughput is N leaders' worth divided by the skew (the busiest leader
 saturates first) and by the sends' extra cost. What does not shrink with N is printed
@@ -57,7 +57,7 @@ class Measured:
     runs: int
     leader_cpu_per_step: float  # seconds
     raft_per_step: float
-    leader_cpu_per_entry: float  # seconds
+    leader_cpu_per_write: float  # seconds, an unbatched write
     worker_cpu_per_step: float  # seconds
     idle_requests_per_s: float  # per worker per cluster
     leader_cpu_per_idle_request: float  # seconds (with the node's own idle CPU: an upper bound)
@@ -85,8 +85,11 @@ class Measured:
             runs=len(paths),
             leader_cpu_per_step=_median(c["leader_cpu_s"] / c["steps"] for c in clusters),
             raft_per_step=_median(c["raft_entries"] / c["steps"] for c in clusters),
-            leader_cpu_per_entry=_median(
-                c["leader_cpu_s"] / c["raft_entries"] for c in clusters if c["raft_entries"]
+            leader_cpu_per_write=_median(
+                w["leader_cpu_ms_per_write"] / 1000
+                for run in runs
+                for w in run["single_writes"]["per_cluster"].values()
+                if w["writes"]
             ),
             worker_cpu_per_step=_median(
                 run["workload"]["worker_cpu_s"] / run["workload"]["steps"] for run in runs
@@ -147,12 +150,12 @@ def project(m: Measured, a: Assumed) -> list[dict[str, Any]]:
     rows = []
     for n in a.sizes:
         cross = a.send_share * (n - 1) / n  # cross-cluster sends per step
-        per_step = m.leader_cpu_per_step + cross * m.leader_cpu_per_entry
+        per_step = m.leader_cpu_per_step + cross * m.leader_cpu_per_write
         steps = n * a.leader_cores / per_step / skew[n]
         workers = math.ceil(steps * m.worker_cpu_per_step / a.worker_cores)
         polls = workers * m.idle_requests_per_s  # per leader, every worker on every cluster
         catalog_cpu = (
-            a.process_starts * (m.connect_catalog_entries * m.leader_cpu_per_entry) / a.leader_cores
+            a.process_starts * (m.connect_catalog_entries * m.leader_cpu_per_write) / a.leader_cores
         )
         rows.append(
             {
@@ -189,7 +192,7 @@ def render(m: Measured, a: Assumed, rows: Sequence[dict[str, Any]]) -> str:
         f"measured (medians of {m.runs} --shards run(s)): leader CPU "
         f"{m.leader_cpu_per_step * 1e3:.3f} ms/step -> {one_leader:,.0f} steps/s per leader "
         f"at {a.leader_cores:g} core; {m.raft_per_step:.3f} Raft entries/step; leader CPU "
-        f"{m.leader_cpu_per_entry * 1e3:.2f} ms/entry; worker CPU "
+        f"{m.leader_cpu_per_write * 1e3:.2f} ms per unbatched write; worker CPU "
         f"{m.worker_cpu_per_step * 1e3:.3f} ms/step; idle: {m.idle_requests_per_s:.1f} "
         f"requests/s per worker per cluster, {m.leader_cpu_per_idle_request * 1e3:.2f} ms "
         f"leader CPU each; a connect: {m.connect_catalog_entries:g} Raft entries on the "
@@ -264,7 +267,7 @@ def bounds(a: Assumed, rows: Sequence[dict[str, Any]]) -> list[str]:
         f"- cross-cluster sends: {a.send_share:g} sends per step add up to "
         f"{last['cross_cluster_sends_per_step']:.3f} unbatched Raft entries per step at N = "
         f"{last['clusters']} ({last['raft_per_step']:.3f} in all): "
-        f"{last['lost_to_sends']:.0%} of the throughput there (priced at a batch's entry).",
+        f"{last['lost_to_sends']:.0%} of the throughput there.",
         f"- workers: N = {last['clusters']} needs {last['worker_cores']:,.0f} worker cores "
         f"({last['worker_processes']} processes); given every cluster, each of them polls "
         f"every cluster while idle: {last['idle_polls_per_s_per_leader']:,} weak reads/s per "

@@ -81,6 +81,7 @@ def render(results: dict[str, Any]) -> str:
                 _num(t["steps_per_s"]),
                 _num(t["raft_per_step"], 3),
                 _num(t["commits_per_request"], 1),
+                _turns(t.get("worker_stats", {})),
                 _num(t["leader_cpu_s"], 2),
                 _num(t["worker_cpu_s"], 2),
                 _num(t["worker_cpu_ms_per_1k_steps"]),
@@ -95,6 +96,7 @@ def render(results: dict[str, Any]) -> str:
                 "steps/s (whole)",
                 "Raft entries/step",
                 "commits/request",
+                "turns claimed / resumed",
                 "leader CPU s, all",
                 "worker CPU s",
                 "worker CPU ms/1k steps",
@@ -130,11 +132,22 @@ def render(results: dict[str, Any]) -> str:
     )
     lines.append("")
     for run in runs:
+        writes = run["single_writes"]["per_cluster"]
+        single = ", ".join(
+            f"{name} {_num(w['leader_cpu_ms_per_write'], 2)}" for name, w in writes.items()
+        )
         lines.append(
             f"N={run['clusters']}: a process's connect {_costs(run['connect'])}; "
-            f"one list() {_costs(run['list'])}"
+            f"one list() {_costs(run['list'])}; leader CPU ms per unbatched write "
+            f"({run['single_writes']['writes']} starts, no worker): {single}"
         )
     return "\n".join(lines)
+
+
+def _turns(stats: dict[str, int]) -> str:
+    if "claimed" not in stats:
+        return "-"
+    return f"{stats['claimed']:,} / {stats.get('resumed', 0):,}"
 
 
 def _share(value: float, base: float) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -42,6 +43,8 @@ from bench.summary import worker_window
 ID_PREFIX = "run-"
 #: Seconds the workers are left idle before the idle window (their polls back off).
 IDLE_SETTLE = 1.0
+#: The ids of the single writes: ``single-<i>``.
+SINGLE_PREFIX = "single-"
 
 
 @contextmanager
@@ -197,6 +200,7 @@ def run_one(
             finally:
                 kill_all(children)
             listing = deployment.request_cost(lambda: engine.list(limit=100))
+            writes = _single_writes(engine, deployment, sampler, 30 if settings.smoke else 300)
         finally:
             engine.close()
         placed = _placed(ctx, deployment, "chain_sync" if settings.sync else "chain")
@@ -206,6 +210,7 @@ def run_one(
         "idle": _idle_figures(settings, deployment, marks[2], marks[3], results),
         "connect": connect,
         "list": listing,
+        "single_writes": writes,
     }
     idle = out["idle"]
     progress.done(
@@ -213,6 +218,34 @@ def run_one(
         f"cluster, {idle['raft_entries_per_cluster']} Raft entries per cluster"
     )
     return out
+
+
+def _single_writes(
+    engine: Any, deployment: Deployment, sampler: Sampler, count: int
+) -> dict[str, Any]:
+    """What one unbatched write costs a leader, as a cross-cluster send does (one request,
+    one Raft entry): ``count`` starts of a 1-step workflow, one after another, with no
+    worker running (they stay pending), each cluster's leader CPU per start."""
+    from bench import app
+
+    ids = [f"{SINGLE_PREFIX}{i}" for i in range(count)]
+    first = deployment.mark([], 0, sampler)
+    for execution_id in ids:
+        engine.start(app.one, 0, execution_id=execution_id)
+    last = deployment.mark([], 0, sampler)
+    placed = Counter(engine.shards.of(i).name or "unsharded" for i in ids)
+    per_cluster = {}
+    for name in deployment.clusters:
+        cpu = last.cpu[name] - first.cpu[name]
+        per_cluster[name] = {
+            "writes": placed[name],
+            "raft_entries": last.applied[name] - first.applied[name],
+            "leader_cpu_s": round(cpu, 3),
+            "leader_cpu_ms_per_write": round(cpu / placed[name] * 1000, 3)
+            if placed[name]
+            else None,
+        }
+    return {"writes": count, "seconds": round(last.t - first.t, 3), "per_cluster": per_cluster}
 
 
 def _workload(
@@ -309,6 +342,7 @@ def _workload_figures(
         "leader_cpu_s": round(sum(row["leader_cpu_s"] for row in per_cluster), 3),
         "requests": sum(row["requests_workers"] + row["requests_client"] for row in per_cluster),
         "requests_by_kind": {k: int(v) for k, v in sorted(counted["requests"].items())},
+        "worker_stats": stats,
         "commits_per_request": round(stats["commits"] / stats["commit_requests"], 2)
         if stats.get("commit_requests")
         else None,

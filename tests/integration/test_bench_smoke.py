@@ -278,6 +278,12 @@ def test_shards_smoke_splits_the_work_and_reports_each_cluster(
         assert all(cost["requests"] >= 1 for cost in connect.values()), connect
         reported(run, "list", "seconds")
         reported(run, "connect", "seconds")
+        # The unbatched writes (starts with no worker): one Raft entry each, on its cluster.
+        writes = run["single_writes"]["per_cluster"]
+        assert sum(w["writes"] for w in writes.values()) == run["single_writes"]["writes"]
+        for w in writes.values():
+            assert w["raft_entries"] >= w["writes"] > 0, writes
+            reported(w, "leader_cpu_ms_per_write")
     # A process reads the catalog from the first cluster only when it connects.
     sharded = runs[1]["connect"]["per_cluster"]
     catalog, *others = list(sharded)
