@@ -81,7 +81,7 @@ class Measured:
         if not clusters or not idle or not sharded:
             raise SystemExit("the runs given hold no loaded cluster, idle window or N > 1")
         connects = [list(run["connect"]["per_cluster"].values()) for run in sharded]
-        return cls(
+        measured = cls(
             runs=len(paths),
             leader_cpu_per_step=_median(c["leader_cpu_s"] / c["steps"] for c in clusters),
             raft_per_step=_median(c["raft_entries"] / c["steps"] for c in clusters),
@@ -106,6 +106,9 @@ class Measured:
                 run["list"]["seconds"] / run["clusters"] for run in sharded
             ),
         )
+        if measured.leader_cpu_per_step <= 0:
+            raise SystemExit("the runs measured no leader CPU: too small (a --smoke run?)")
+        return measured
 
 
 def _median(values: Any) -> float:
@@ -251,6 +254,8 @@ def bounds(a: Assumed, rows: Sequence[dict[str, Any]]) -> list[str]:
     uneven = [r["clusters"] for r in rows if a.partitions % r["clusters"]]
     worst = max(rows, key=lambda r: r["skew"])
     last = rows[-1]
+    polls = last["idle_polls_leader_core_percent"]
+    half_core = last["clusters"] * 50 / polls if polls else math.inf
     return [
         f"- leaders: throughput grows as N / skew. The skew is worst at N = "
         f"{worst['clusters']} ({worst['skew']:.3f}): "
@@ -271,8 +276,10 @@ def bounds(a: Assumed, rows: Sequence[dict[str, Any]]) -> list[str]:
         f"- workers: N = {last['clusters']} needs {last['worker_cores']:,.0f} worker cores "
         f"({last['worker_processes']} processes); given every cluster, each of them polls "
         f"every cluster while idle: {last['idle_polls_per_s_per_leader']:,} weak reads/s per "
-        f"leader ({last['idle_polls_leader_core_percent']}% of a core). Give each worker the "
-        "clusters of its own machines instead: the polls then stay per cluster.",
+        f"leader ({last['idle_polls_leader_core_percent']}% of a core, an upper bound: with "
+        f"the node's own idle CPU), growing with N: half a core at N ~ {half_core:,.0f}. Give "
+        "each worker the clusters of its own machines instead: the polls per leader then "
+        "stay what one machine's workers send.",
         f"- the catalog: every process start reads it (strongly) on the first cluster and "
         f"checks every cluster's schema: {last['process_start_raft_entries']:g} Raft entries "
         f"at N = {last['clusters']}; {a.process_starts:g} starts/s take "
