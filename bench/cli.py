@@ -6,11 +6,13 @@ table and write the JSON.
     python -m bench --mode scale       # claim latency at 10 vs 100k queued, RSS over 100k steps
     python -m bench --mode cost        # rqlite CPU per request: raw writes, commits, claims
     python -m bench --mode long        # one execution of N steps: per-step cost as N grows
+    python -m bench --shards 1,2,3     # the same workload on 1, 2, 3 single-node clusters
     python -m bench --workers 3 --concurrency 32 --executions 96 --steps 100 --duration 10
     python -m bench --phases raftflow --worker-option max_inflight=1
 
 Progress goes to stderr, the table to stdout, the JSON to ``--json``
-(``bench/results/latest.json`` by default; ``bench/results/`` is git-ignored).
+(``bench/results/latest.json`` by default, ``shards.json`` for ``--shards``;
+``bench/results/`` is git-ignored).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from bench.latency import ratio
 from bench.naive_phase import run_naive
 from bench.phases import Context, run_raftflow, run_raw
 from bench.progress import Progress
-from bench.settings import PHASES, Settings
+from bench.settings import PHASES, RESULTS, Settings
 
 _TUNABLES = {
     # flag name: (type, help)
@@ -59,6 +61,7 @@ _TUNABLES = {
     "sleep_loop": (int, "long: wakes of the sleeping loop"),
     "sleep_loop_seconds": (float, "long: seconds each wake of the sleeping loop sleeps"),
     "inflight": (int, "long: executions asleep at once, for the worker's memory"),
+    "shard_idle": (float, "shards: seconds of the idle window"),
 }
 
 
@@ -84,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="long: comma-separated N for rqlite (default 250,500,1000,2000; empty: none)",
     )
+    p.add_argument(
+        "--shards",
+        default=None,
+        metavar="N[,N...]",
+        help="on N single-node clusters (a sharded deployment), each N in turn: per cluster "
+        "Raft entries, leader CPU, requests; the idle cost (docs/guides/shards.md)",
+    )
     p.add_argument("--sync", action="store_true", help="sync workflow and steps (thread pool)")
     p.add_argument(
         "--worker-option",
@@ -97,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(PHASES),
         help=f"comma-separated subset of {','.join(PHASES)} (default: all)",
     )
-    p.add_argument("--json", type=Path, default=d.json_path, help="where to write the JSON")
+    p.add_argument(
+        "--json", type=Path, default=None, help=f"where to write the JSON (default {d.json_path})"
+    )
     p.add_argument("--keep", action="store_true", help="keep the children's logs and JSON")
     return p
 
@@ -108,6 +120,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if unknown:
         raise SystemExit(f"unknown phases: {sorted(unknown)} (choose from {PHASES})")
     settings = Settings(mode=args.mode)
+    if args.shards is not None:
+        if args.mode != "default":
+            raise SystemExit("--shards is a mode of its own: leave --mode out")
+        settings = settings.sharded(_sizes(args.shards, "--shards"))
     if args.smoke:
         settings = settings.smoked()
     # Flags given on the command line win over the --smoke preset.
@@ -124,8 +140,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         sync=args.sync,
         phases=phases,
         worker_options=tuple(args.worker_option),
-        json_path=args.json.resolve(),
+        json_path=(args.json or _default_json(settings.mode)).resolve(),
     )
+
+
+def _default_json(mode: str) -> Path:
+    return RESULTS / ("shards.json" if mode == "shards" else "latest.json")
 
 
 def _sizes(text: str, flag: str) -> tuple[int, ...]:
@@ -238,6 +258,8 @@ def phase_count(settings: Settings) -> int:
         from bench.long import phases
 
         return 1 + phases(settings)
+    if settings.mode == "shards":
+        return 3 * len(settings.shards)
     count = 1 + (2 if "raw" in settings.phases else 0)
     count += 1 if {"raftflow", "e2e"} & set(settings.phases) else 0
     count += 1 if "e2e" in settings.phases else 0
@@ -251,10 +273,39 @@ def phase_count(settings: Settings) -> int:
     return count + (1 if "naive" in settings.phases else 0)
 
 
+def run_on_cluster(
+    settings: Settings, work_dir: Path, progress: Progress, tally: Tally
+) -> dict[str, Any]:
+    """Every mode but ``--shards``: on one local 3-node cluster."""
+    from raftflow.transports.rqlite.local import RQLITE_VERSION, LocalCluster
+
+    progress.start("start a local 3-node rqlite cluster")
+    with LocalCluster(3, base_dir=work_dir / "cluster") as local:
+        cluster = BenchCluster(local)
+        try:
+            progress.done(f"rqlite {RQLITE_VERSION}, leader {cluster.nodes[0].node_id}")
+            ctx = Context(settings, cluster, work_dir, progress, tally)
+            if settings.mode == "scale":
+                from bench.scale import run_scale
+
+                return run_scale(ctx)
+            if settings.mode == "cost":
+                from bench.cost import run_cost
+
+                return run_cost(ctx)
+            if settings.mode == "long":
+                from bench.long import run_long
+
+                return run_long(ctx)
+            return run_default(ctx)
+        finally:
+            cluster.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = settings_from(args)
-    from raftflow.transports.rqlite.local import RQLITE_VERSION, LocalCluster
+    from raftflow.transports.rqlite.local import RQLITE_VERSION
 
     progress = Progress(phase_count(settings))
     tally = Tally()
@@ -265,28 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = code_version()
     failed = True
     try:
-        progress.start("start a local 3-node rqlite cluster")
-        with LocalCluster(3, base_dir=work_dir / "cluster") as local:
-            cluster = BenchCluster(local)
-            try:
-                progress.done(f"rqlite {RQLITE_VERSION}, leader {cluster.nodes[0].node_id}")
-                ctx = Context(settings, cluster, work_dir, progress, tally)
-                if settings.mode == "scale":
-                    from bench.scale import run_scale
+        if settings.mode == "shards":
+            from bench.shards import run_shards
 
-                    results = run_scale(ctx)
-                elif settings.mode == "cost":
-                    from bench.cost import run_cost
-
-                    results = run_cost(ctx)
-                elif settings.mode == "long":
-                    from bench.long import run_long
-
-                    results = run_long(ctx)
-                else:
-                    results = run_default(ctx)
-            finally:
-                cluster.close()
+            results = run_shards(settings, work_dir, progress, tally)
+        else:
+            results = run_on_cluster(settings, work_dir, progress, tally)
         failed = False
     finally:
         if failed or args.keep:
@@ -298,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(began)),
             "seconds": round(time.time() - began, 1),
             "rqlite": RQLITE_VERSION,
-            "nodes": 3,
+            "nodes": 1 if settings.mode == "shards" else 3,
             "machine": machine(),
             "code": code,
             # Other processes on the machine skew the numbers: the 1-minute load average

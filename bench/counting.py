@@ -4,8 +4,9 @@ A :class:`Tally` counts logical requests by kind (the catalogue name of their fi
 statement, e.g. ``store.commit``, ``queue.claim``, ``queue.claimable``), whether rqlite
 makes a Raft entry of them (every write or mixed request, and ``strong`` reads; ``weak``
 and ``none`` reads are answered without one), how many statements they carried, and
-how long they took. HTTP attempts (round trips, retries included) are the connection's
-own ``round_trips`` counter.
+how long they took, and requests and Raft entries by cluster (the connection's identity:
+a sharded deployment's processes talk to several). HTTP attempts (round trips, retries
+included) are the connection's own ``round_trips`` counter.
 
 :func:`instrument` wraps raftflow's rqlite connections *in this process only* (the
 benchmark's worker entry point calls it before the worker starts); nothing in engine/,
@@ -37,13 +38,23 @@ class Tally:
     raft: Counter[str] = field(default_factory=Counter)
     statements: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
+    #: Requests and Raft entries by cluster (``rqlite:<its nodes>``).
+    clusters: Counter[str] = field(default_factory=Counter)
+    clusters_raft: Counter[str] = field(default_factory=Counter)
     seconds: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     #: Keep every latency sample (memory grows with the run: off when measuring RSS).
     keep_samples: bool = True
 
     def record(
-        self, kind: str, *, raft: bool, statements: int, seconds: float, ok: bool = True
+        self,
+        kind: str,
+        *,
+        raft: bool,
+        statements: int,
+        seconds: float,
+        ok: bool = True,
+        cluster: str = "",
     ) -> None:
         if not ok:
             self.failed[kind] += 1
@@ -51,8 +62,12 @@ class Tally:
         self.requests[kind] += 1
         self.statements[kind] += statements
         self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+        if cluster:
+            self.clusters[cluster] += 1
         if raft:
             self.raft[kind] += 1
+            if cluster:
+                self.clusters_raft[cluster] += 1
         if kind in TIMED_KINDS:
             self.sample(kind, seconds)
 
@@ -67,6 +82,8 @@ class Tally:
             "raft": dict(self.raft),
             "statements": dict(self.statements),
             "failed": dict(self.failed),
+            "clusters": dict(self.clusters),
+            "clusters_raft": dict(self.clusters_raft),
             "seconds": {k: round(v, 6) for k, v in self.seconds.items()},
             "samples": {k: len(v) for k, v in self.samples.items()},
         }
@@ -92,19 +109,27 @@ def instrument(tally: Tally) -> None:
     sync_send = RqliteConnection.send
     commit = Committer.commit
 
-    async def counted_async_send(self: Any, request: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            response = await async_send(self, request)
-        except BaseException:
+    def count(connection: Any, request: Any, started: float | None) -> None:
+        """One request sent (``started``: when; None: it failed)."""
+        if started is None:
             tally.record(kind_of(request), raft=False, statements=0, seconds=0.0, ok=False)
-            raise
+            return
         tally.record(
             kind_of(request),
             raft=is_raft_entry(request),
             statements=len(request.statements),
             seconds=time.perf_counter() - started,
+            cluster=connection.identity,
         )
+
+    async def counted_async_send(self: Any, request: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            response = await async_send(self, request)
+        except BaseException:
+            count(self, request, None)
+            raise
+        count(self, request, started)
         return response
 
     def counted_sync_send(self: Any, request: Any) -> Any:
@@ -112,14 +137,9 @@ def instrument(tally: Tally) -> None:
         try:
             response = sync_send(self, request)
         except BaseException:
-            tally.record(kind_of(request), raft=False, statements=0, seconds=0.0, ok=False)
+            count(self, request, None)
             raise
-        tally.record(
-            kind_of(request),
-            raft=is_raft_entry(request),
-            statements=len(request.statements),
-            seconds=time.perf_counter() - started,
-        )
+        count(self, request, started)
         return response
 
     async def timed_commit(self: Any, c: Any) -> Any:

@@ -198,21 +198,25 @@ def run_raw(
 # ------------------------------------------------------------------------------ raftflow
 
 
-def _worker_args(ctx: Context, i: int) -> list[str]:
+def _worker_args(ctx: Context, i: int, url: str | None) -> list[str]:
     s = ctx.settings
-    args = ["--url", ctx.cluster.entry_url(i), "--concurrency", str(s.concurrency)]
+    args = ["--url", url or ctx.cluster.entry_url(i), "--concurrency", str(s.concurrency)]
     args += ["--worker-id", f"bench-{i}"]
     for option in s.worker_options:
         args += ["--option", option]
     return args
 
 
-def start_workers(ctx: Context, count: int, *, samples: bool = True) -> list[Child]:
+def start_workers(
+    ctx: Context, count: int, *, samples: bool = True, url: str | None = None
+) -> list[Child]:
+    """``count`` worker processes, on ``ctx.cluster`` (worker ``i`` entering through node
+    ``i``) or on ``url`` (a sharded deployment's)."""
     extra = [] if samples else ["--no-samples"]
     return _spawn(
         ctx,
         lambda i: Child(
-            f"worker-{i}", "bench.worker", [*_worker_args(ctx, i), *extra], ctx.work_dir
+            f"worker-{i}", "bench.worker", [*_worker_args(ctx, i, url), *extra], ctx.work_dir
         ),
         count,
     )

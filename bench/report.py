@@ -44,6 +44,12 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _nodes(meta: dict[str, Any]) -> str:
+    if meta["settings"]["mode"] == "shards":
+        return "single-node clusters"
+    return f"{meta.get('nodes', 3)} nodes"
+
+
 def header(results: dict[str, Any]) -> str:
     meta = results["meta"]
     m = meta["machine"]
@@ -55,7 +61,7 @@ def header(results: dict[str, Any]) -> str:
         f"raftflow benchmark, {meta['started_at']} (took {meta['seconds']:.0f}s), "
         f"git {code['commit'] or '?'}{dirty}",
         f"machine: {m['cores']} cores ({m['cpu_model']}), {m['memory_gib']} GiB, "
-        f"Python {m['python']}; rqlite {meta['rqlite']}, 3 nodes on 127.0.0.1; "
+        f"Python {m['python']}; rqlite {meta['rqlite']}, {_nodes(meta)} on 127.0.0.1; "
         f"load average {before} before, {after} after",
     ]
     if s["mode"] == "default":
@@ -355,6 +361,10 @@ def render(results: dict[str, Any]) -> str:
         from bench.long import render as render_long
 
         return render_long(results)
+    if mode == "shards":
+        from bench.shard_report import render as render_shards
+
+        return render_shards(results)
     text = render_default(results)
     if "latency" in results:
         from bench.latency_goals import render as render_latency

@@ -12,7 +12,7 @@ PHASES = ("raw", "raftflow", "e2e", "transactions", "latency", "naive", "timers"
 
 @dataclass(frozen=True)
 class Settings:
-    mode: str = "default"  # "default", "scale", "cost" or "long"
+    mode: str = "default"  # "default", "scale", "cost", "long" or "shards"
     smoke: bool = False
     # The E x K workload, run by W worker processes of concurrency C (raftflow and naive).
     workers: int = 2
@@ -49,6 +49,10 @@ class Settings:
     # every wake is the claim of a parked event (the case whose cost could grow)
     sleep_loop_seconds: float = 1.5
     inflight: int = 10_000  # --mode long: executions asleep at once (worker memory)
+    # --shards: the numbers of single-node clusters measured in turn, each with the E x K
+    # workload; then the same workers idle for shard_idle seconds (two presence beats)
+    shards: tuple[int, ...] = ()
+    shard_idle: float = 20.0
     # Where the JSON goes; how long any phase may take.
     json_path: Path = field(default=RESULTS / "latest.json")
     phase_timeout: float = 900.0
@@ -56,6 +60,18 @@ class Settings:
     @property
     def total_steps(self) -> int:
         return self.executions * self.steps
+
+    def sharded(self, shards: tuple[int, ...]) -> Settings:
+        """The ``--shards`` mode: E = 3 x W x C executions, so that up to N = 3 every
+        cluster has work for all its slots (a leader's batches stay full, as under the
+        load that makes one shard), and K long enough for a window of seconds."""
+        return replace(
+            self,
+            mode="shards",
+            shards=shards,
+            executions=3 * self.workers * self.concurrency,
+            steps=200,
+        )
 
     def smoked(self) -> Settings:
         """Tiny sizes that finish in seconds (CI checks the benchmark still works)."""
@@ -83,6 +99,7 @@ class Settings:
             sleep_loop=6,
             sleep_loop_seconds=0.05,
             inflight=100,
+            shard_idle=1.0,
             phase_timeout=120.0,
         )
 
@@ -93,4 +110,5 @@ class Settings:
         data["worker_options"] = list(self.worker_options)
         data["long_sizes"] = list(self.long_sizes)
         data["long_rqlite_sizes"] = list(self.long_rqlite_sizes)
+        data["shards"] = list(self.shards)
         return data

@@ -22,6 +22,8 @@ def worker_window(results: Sequence[dict[str, Any]], first: int = 0) -> dict[str
     statements: dict[str, float] = {}
     seconds: dict[str, float] = {}
     failed: dict[str, float] = {}
+    clusters: dict[str, float] = {}
+    clusters_raft: dict[str, float] = {}
     samples: dict[str, list[float]] = {}
     round_trips = 0
     in_flight: list[float] = []
@@ -37,6 +39,8 @@ def worker_window(results: Sequence[dict[str, Any]], first: int = 0) -> dict[str
             (statements, "statements"),
             (seconds, "seconds"),
             (failed, "failed"),
+            (clusters, "clusters"),
+            (clusters_raft, "clusters_raft"),
         ):
             for kind, value in window(m1["tally"], m2["tally"], key).items():
                 target[kind] = target.get(kind, 0) + value
@@ -59,6 +63,8 @@ def worker_window(results: Sequence[dict[str, Any]], first: int = 0) -> dict[str
         "statements": statements,
         "seconds": seconds,
         "failed": failed,
+        "clusters": clusters,
+        "clusters_raft": clusters_raft,
         "samples": samples,
         "round_trips": round_trips,
         # Little's law: time spent in commit requests / time = mean requests in flight.

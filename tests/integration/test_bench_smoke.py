@@ -229,3 +229,63 @@ def test_cost_smoke_reports_cpu_per_request(tmp_path: Path, rqlited_path: Path) 
         reported(kinds[name], "wall_ms")
         reported(kinds[name], "cluster_cpu_ms")
     reported(kinds["raftflow commit x10 (engine)"], "commits_per_s_one_client")
+
+
+def test_shards_smoke_splits_the_work_and_reports_each_cluster(
+    tmp_path: Path, rqlited_path: Path
+) -> None:
+    data = run_bench(tmp_path, "--shards", "1,3")
+    settings = data["meta"]["settings"]
+    assert settings["mode"] == "shards" and settings["shards"] == [1, 3]
+    executions, steps = settings["executions"], settings["steps"]
+    runs = data["shards"]["runs"]
+    assert [run["clusters"] for run in runs] == [1, 3]
+    for run in runs:
+        work = run["workload"]
+        clusters = work["per_cluster"]
+        names = [c["cluster"] for c in clusters]
+        assert len(set(names)) == run["clusters"], names
+        # The same workload for every N, split by the hash: every cluster got some, each
+        # execution ran once on one cluster, all its steps there.
+        assert work["executions"] == work["succeeded"] == executions
+        assert work["steps"] == sum(c["steps"] for c in clusters) == executions * steps
+        for c in clusters:
+            assert c["executions"] > 0 and c["steps"] == c["executions"] * steps, c
+            # A start is one Raft entry on its cluster (the first on a lone cluster also
+            # reads, strongly, whether the cluster belongs to a deployment).
+            assert c["executions"] <= c["raft_entries_client"] <= c["requests_client"], c
+            positive(c, "raft_entries_workers")
+            positive(c, "requests_workers")
+            # The node's index counts what the workers and the starts sent it (a presence
+            # beat between the index read and a worker's mark can fall either side).
+            counted = c["raft_entries_workers"] + c["raft_entries_client"]
+            assert abs(c["raft_entries"] - counted) <= 2, c
+            reported(c, "leader_cpu_s")
+        positive(work, "raft_per_step")
+        reported(work, "steady_steps_per_s")
+        reported(work, "worker_cpu_s")
+        idle = run["idle"]
+        assert [c["cluster"] for c in idle["per_cluster"]] == names
+        for c in idle["per_cluster"]:
+            reported(c, "requests_per_s_per_worker")
+            reported(c, "leader_core_percent")
+            assert c["raft_entries"] >= 0, c
+        reported(idle, "worker_core_percent_per_worker")
+        listing, connect = run["list"]["per_cluster"], run["connect"]["per_cluster"]
+        assert set(listing) == set(connect) == set(names)
+        # list() is one request to every cluster; a connect checks every cluster's schema.
+        assert all(cost["requests"] == 1 for cost in listing.values()), listing
+        assert all(cost["requests"] >= 1 for cost in connect.values()), connect
+        reported(run, "list", "seconds")
+        reported(run, "connect", "seconds")
+        # The unbatched writes (starts with no worker): one Raft entry each, on its cluster.
+        writes = run["single_writes"]["per_cluster"]
+        assert sum(w["writes"] for w in writes.values()) == run["single_writes"]["writes"]
+        for w in writes.values():
+            assert w["raft_entries"] >= w["writes"] > 0, writes
+            reported(w, "leader_cpu_ms_per_write")
+    # A process reads the catalog from the first cluster only when it connects.
+    sharded = runs[1]["connect"]["per_cluster"]
+    catalog, *others = list(sharded)
+    assert all(sharded[catalog]["requests"] > sharded[name]["requests"] for name in others)
+    assert "requests/s per worker per cluster" in data_text(tmp_path)
