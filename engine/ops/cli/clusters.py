@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import click
 from raftflow.engine.ops.cli.connection import Connection, connection_options
@@ -16,6 +16,7 @@ from raftflow.engine.shards.deployment import DEFAULT_PARTITIONS, open_shards, s
 from raftflow.stores import catalog as catalogs
 from raftflow.stores import outbox
 from raftflow.stores.records import Status
+from raftflow.transports.db.database import ConnectOptions
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.rqlite.urls import masked
 
@@ -113,7 +114,8 @@ def shards(partitions: int | None, conn: Connection, as_json: bool) -> None:
       raftflow shards --url 'http://a1:4001,a2:4001;http://b1:4001,b2:4001'
     """
     if partitions is not None:
-        open_shards(conn.require_url(), MAX_PAYLOAD_BYTES, None, conn.options(), partitions).close()
+        options = cast(ConnectOptions, conn.options())
+        open_shards(conn.require_url(), MAX_PAYLOAD_BYTES, None, options, partitions).close()
     engine = conn.engine()
     try:
         deployment = engine.shards
