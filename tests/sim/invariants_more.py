@@ -9,6 +9,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tests.sim.cluster import EPOCH
 from tests.sim.workload_more import DEBOUNCE, FORK, STEP_TIMEOUT, WORKFLOW_TIMEOUT
 
 if TYPE_CHECKING:
@@ -19,6 +20,9 @@ Rows = dict[str, dict[str, Any]]
 Steps = dict[str, dict[int, dict[str, Any]]]
 #: Simulated seconds two floats of the simulated clock may differ by and still be equal.
 EPS = 1e-6
+#: How far a worker's reading of the cluster's clock may be from the simulation's time,
+#: beyond the leaders' clock jumps (its estimate's uncertainty).
+CLOCK_SLACK = 0.5
 
 
 def forked_from(sim: Simulation, execution_id: str) -> tuple[str, int]:
@@ -48,7 +52,7 @@ def check_more(sim: Simulation, executions: Rows, steps: Steps) -> list[str]:
         if item.workflow in ("timed", "stimed"):
             problems += _timeout(sim, item, row, transitions[item.id])
         elif item.workflow in ("stepcut", "sstepcut"):
-            problems += _step_timeouts(item, steps.get(item.id, {}), mine)
+            problems += _step_timeouts(item, steps.get(item.id, {}), mine, sim.cluster.clock_moved)
         elif item.workflow in ("looper", "slooper"):
             problems += _chain_of_runs(item, row, executions, steps)
         elif item.workflow == "debounced":
@@ -83,11 +87,14 @@ def _timeout(
     return []
 
 
-def _step_timeouts(item: Planned, records: dict[int, dict[str, Any]], runs: list[Run]) -> list[str]:
+def _step_timeouts(
+    item: Planned, records: dict[int, dict[str, Any]], runs: list[Run], clock_moved: float
+) -> list[str]:
     """An attempt is cut no earlier than its timeout; one that ended within it is not cut.
     (The run whose outcome was recorded: the last one held under a lease by the worker that
     recorded it -- none if its process was stopped before its code began and the timeout
-    cut it there.)"""
+    cut it there, even when that worker ran the step under an earlier lease: the recorded
+    attempt began, by the cluster's clock, after that run had ended.)"""
     problems = []
     for idx, record in records.items():
         held = [
@@ -98,6 +105,9 @@ def _step_timeouts(item: Planned, records: dict[int, dict[str, Any]], runs: list
         if not held:
             continue
         last = max(held, key=lambda r: (r.start, r.id))
+        began = float(record["started_at"]) - EPOCH  # the cluster's clock, as the worker read it
+        if began > (last.end or 0.0) + clock_moved + CLOCK_SLACK:
+            continue  # a later attempt, cut before its code began
         took = (last.end or 0.0) - last.entered
         error = json.loads(record["error"]) if record["error"] else {}
         if error.get("type") == "StepTimeoutError" and took < STEP_TIMEOUT - EPS:
