@@ -53,8 +53,10 @@ def adoptions(sim: Simulation) -> Iterator[None]:
 class Client:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.backend = SqlStore(sim.database("client")).to_async()
-        self.store = self.backend.flows
+        #: One per cluster (a sharded seed has several): each request goes to its execution's.
+        self.backends = [
+            SqlStore(sim.database("client", index)).to_async() for index in range(len(sim.clusters))
+        ]
         self.operators: list[asyncio.Task[None]] = []
 
     async def run(self) -> None:
@@ -79,7 +81,9 @@ class Client:
                         loop.create_task(self.recover(item), name=f"operator {item.id}")
                     )
             elif what == "cancel":
-                status = await self.retry(partial(self.store.cancel, item.id), f"cancel {item.id}")
+                status = await self.retry(
+                    partial(self.flows(item.id).cancel, item.id), f"cancel {item.id}", item.id
+                )
                 sim.note(f"client cancel {item.id}: {status}")
             else:
                 n = sends.get(item.id, 0)
@@ -100,7 +104,7 @@ class Client:
         if item.via is None or not await self.fast_start(item, value):
             await self.retry(
                 partial(
-                    self.store.start,
+                    self.flows(item.id).start,
                     item.id,
                     definition.name,
                     payload,
@@ -112,11 +116,14 @@ class Client:
                     lane=workload.engine.registry.lane(definition),
                 ),
                 f"start {item.id}",
+                item.id,
             )
-            reference = sim.timers.reference(sim.clocks["client"], "client")
+            reference = sim.timers.reference(sim.clock_of("client", item.id), "client")
             item.started.append((called, loop.time(), value, reference, "client"))
         sim.note(f"client started {item.id} ({item.workflow}) with {value}")
-        record = await self.retry(partial(self.store.get, item.id), f"get {item.id}")
+        record = await self.retry(
+            partial(self.flows(item.id).get, item.id), f"get {item.id}", item.id
+        )
         if record is None:
             sim.violation(f"client: {item.id} not found right after its start was acknowledged")
 
@@ -139,7 +146,7 @@ class Client:
             error = "no answer" if not done else repr(task.exception())
             sim.note(f"client: {who} did not start {item.id} ({error}); starting it itself")
             return False
-        reference = sim.timers.reference(sim.clocks[who], who)
+        reference = sim.timers.reference(sim.clock_of(who, item.id), who)
         item.started.append((called, loop.time(), value, reference, who))
         sim.note(f"{who} started {item.id} (created: {task.result().created})")
         return True
@@ -151,8 +158,9 @@ class Client:
         message = f"{item.id}-m{k}"
         try:
             await self.retry(
-                partial(self.store.send, item.id, message, "m", f"{item.id}-k{k}"),
+                partial(self.flows(item.id).send, item.id, message, "m", f"{item.id}-k{k}"),
                 f"send {message}",
+                item.id,
             )
         except ExecutionFinishedError:  # cancelled first: nobody will receive it
             sim.refused.setdefault(item.id, []).append(message)
@@ -168,7 +176,9 @@ class Client:
         its failed step (``forked``)."""
         sim = self.sim
         while True:
-            record = await self.retry(partial(self.store.get, item.id), f"get {item.id}")
+            record = await self.retry(
+                partial(self.flows(item.id).get, item.id), f"get {item.id}", item.id
+            )
             if record is not None and record.status.value == "failed":
                 break
             await asyncio.sleep(1.0)
@@ -177,24 +187,31 @@ class Client:
         item.recovered_at = loop.time()  # from this call on, the step may run again
         if item.workflow == "fragile":
             resumed = await self.retry(
-                partial(self.store.resume, item.id, RUN), f"resume {item.id}"
+                partial(self.flows(item.id).resume, item.id, RUN), f"resume {item.id}", item.id
             )
             sim.note(f"client resumed {item.id}: {resumed}")
         else:
             failed_step = item.input["steps"]
             await self.retry(
-                partial(self.store.fork, item.id, failed_step, item.id + FORK, RUN),
+                partial(self.flows(item.id).fork, item.id, failed_step, item.id + FORK, RUN),
                 f"fork {item.id}",
+                item.id,
             )
             sim.note(f"client forked {item.id} from step {failed_step}")
 
     # -- every request ----------------------------------------------------------------------
 
-    async def retry(self, make: Callable[[], Flow[Any]], what: str) -> Any:
-        """A client request, again after an infrastructure failure (all are idempotent)."""
+    def flows(self, execution_id: str) -> Any:
+        """The store flows of the cluster that holds ``execution_id``."""
+        return self.backends[self.sim.route(execution_id)].flows
+
+    async def retry(self, make: Callable[[], Flow[Any]], what: str, on: str) -> Any:
+        """A client request to the cluster of execution ``on``, again after an
+        infrastructure failure (all are idempotent)."""
+        backend = self.backends[self.sim.route(on)]
         while True:
             try:
-                return await self.backend.run(make())
+                return await backend.run(make())
             except StoreError:
                 raise
             except Exception as exc:

@@ -147,6 +147,7 @@ class SimCluster:
         trace: Callable[[str], None],
         rewrite: Callable[[str], str] | None = None,
         on_violation: Callable[[str], None] | None = None,
+        index: int = 0,
     ) -> None:
         self.loop = loop
         self.rng = rng
@@ -154,7 +155,9 @@ class SimCluster:
         self.trace = trace
         self.rewrite = rewrite
         self.on_violation = on_violation or (lambda message: None)
-        self.main, self.stale = _fresh_databases(tables)
+        #: Which of the process's clusters (a sharded seed has several: tests/sim/shards.py).
+        self.index = index
+        self.main, self.stale = _fresh_databases(tables, index)
         _NOW[0] = loop.time  # the triggers' sim_now() (registered once: see _NOW)
         self.audit = WriteAudit(self.main._db)  # every write under a lease, vs its holder
         #: How long a process stops before it sends a request (tests/sim/pressure.py).
@@ -452,7 +455,8 @@ class SimCluster:
         return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
-_DATABASES: list[tuple[SqliteConnection, SqliteConnection, int]] = []
+#: Each cluster's databases (by its index: a sharded seed has several), and their process.
+_DATABASES: dict[int, tuple[SqliteConnection, SqliteConnection, int]] = {}
 #: What the function ``sim_now`` of the databases reads: the running seed's loop clock.
 #: Registered once per connection, not per seed: registering a function expires every
 #: prepared statement of the connection, and preparing them again doubled a seed's SQL time.
@@ -472,9 +476,9 @@ END;
 """
 
 
-def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnection]:
-    """This process's two in-memory databases (the cluster's state and its stale copy), both
-    emptied back to the migrated schema and the workload's ``tables``.
+def _fresh_databases(tables: Request, index: int = 0) -> tuple[SqliteConnection, SqliteConnection]:
+    """This process's two in-memory databases of cluster ``index`` (the cluster's state and
+    its stale copy), both emptied back to the migrated schema and the workload's ``tables``.
 
     They are made once per process and emptied for each seed rather than made anew: a new
     connection parses the schema and prepares every statement again (1-9 ms each, two
@@ -482,9 +486,9 @@ def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnectio
     emptied database answers as a new one would (rowids and AUTOINCREMENT restart; only
     the free pages differ). One simulation at a time per process.
     """
-    if _DATABASES and _DATABASES[0][2] != os.getpid():
+    if _DATABASES and next(iter(_DATABASES.values()))[2] != os.getpid():
         _DATABASES.clear()  # a forked child: its parent's connections are not its own
-    if not _DATABASES:
+    if index not in _DATABASES:
         main = SqliteConnection(":memory:")
         run_flow(main, ensure(True))
         for result in main.send(tables).results:
@@ -494,8 +498,8 @@ def _fresh_databases(tables: Request) -> tuple[SqliteConnection, SqliteConnectio
         stale = SqliteConnection(":memory:")
         stale._db.create_function("sim_now", 0, lambda: _NOW[0]())
         main._db.backup(stale._db)
-        _DATABASES.append((main, stale, os.getpid()))
-    main, stale, _ = _DATABASES[0]
+        _DATABASES[index] = (main, stale, os.getpid())
+    main, stale, _ = _DATABASES[index]
     for connection in (main, stale):
         _empty(connection._db)
     return main, stale

@@ -28,7 +28,7 @@ RUN_STEPS = (
 
 def check(sim: Simulation) -> list[str]:
     problems: list[str] = []
-    cluster = sim.cluster
+    cluster = sim.everywhere  # every cluster's rows (a sharded seed: tests/sim/shards.py)
     executions = {row["id"]: row for row in cluster.query("SELECT * FROM executions")}
     steps: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for row in cluster.query("SELECT * FROM steps ORDER BY execution_id, idx"):
@@ -64,7 +64,7 @@ def check(sim: Simulation) -> list[str]:
         root = execution_id.split("/")[0].split("#")[0].removesuffix(FORK)
         if sim.plan.cron and row["workflow"] == "tick":
             continue  # the schedule's (tests/sim/invariants_more.py)
-        if root not in planned:
+        if not _started(sim, planned, root, execution_id):
             problems.append(f"{execution_id}: exists but was never started")
         elif "/" in execution_id and row["status"] not in FINAL:
             problems.append(f"{execution_id}: child stuck ({row['status']})")
@@ -199,6 +199,15 @@ def check(sim: Simulation) -> list[str]:
     return problems
 
 
+def _started(sim: Simulation, planned: dict[str, Any], root: str, execution_id: str) -> bool:
+    """Whether the plan started ``execution_id`` (its root, or itself: a sharded seed's
+    limited ids begin with their key), or it is a sharded seed's child on another cluster
+    (tests/sim/shards.py)."""
+    if root in planned or execution_id in planned:
+        return True
+    return sim.sharding is not None and execution_id in sim.sharding.children.values()
+
+
 def _check_served(sim: Simulation, executions: dict[str, dict[str, Any]]) -> list[str]:
     """A worker runs only executions of the queues it serves (tests/sim/sim.py,
     ``serve_queues``): a run of a step in a process that does not serve its workflow's
@@ -266,6 +275,7 @@ def _check_rates(cluster: Any) -> list[str]:
     for row in cluster.query("SELECT key, at FROM rate_slots ORDER BY key, at"):
         slots[row["key"]].append(row["at"])
     for key, times in slots.items():
+        times.sort()  # sharded: gathered cluster after cluster
         for first, later in zip(times, times[RATE.limit :]):
             if later - first < RATE.per - 1e-6:
                 problems.append(

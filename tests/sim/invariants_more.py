@@ -42,7 +42,7 @@ def check_more(sim: Simulation, executions: Rows, steps: Steps) -> list[str]:
     for run in sim.runs.runs:
         runs[run.execution].append(run)
     transitions: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for row in sim.cluster.query("SELECT id, status, at FROM sim_transitions ORDER BY seq"):
+    for row in sim.everywhere.query("SELECT id, status, at FROM sim_transitions ORDER BY seq"):
         transitions[row["id"]].append((row["status"], row["at"]))
     for item in sim.plan.executions:
         row = executions.get(item.id)

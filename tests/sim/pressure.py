@@ -175,7 +175,7 @@ class Pressure:
             where, args = "seq = ?", (lease.seq,)
         else:
             where, args = "group_id = ?", (lease.group,)
-        rows = self.sim.cluster.query(f"SELECT locked_by FROM messages WHERE {where}", args)
+        rows = self.sim.everywhere.query(f"SELECT locked_by FROM messages WHERE {where}", args)
         return any(r["locked_by"] not in (None, "__parked__", lease.token) for r in rows)
 
     def _works(self, process: Any, who: str) -> bool:
@@ -242,16 +242,17 @@ class Pressure:
         then it waits until the workers took them away (acked: nothing to run)."""
         if not self.strays:
             return
-        queue = QueueFlows(sim.clocks["client"])  # run by the client's own connection
         ids = [item.id for item in self.rng.sample(sim.plan.executions, self.strays)]
         for execution_id in ids:
-            while not sim.cluster.query(FINAL_SQL, (execution_id,)):
+            while not sim.everywhere.query(FINAL_SQL, (execution_id,)):
                 await asyncio.sleep(0.5)
             key = f"stray-{execution_id}"
+            # Run by the client's own connection to the execution's cluster.
+            queue = QueueFlows(sim.clock_of("client", execution_id))
             flow = partial(queue.publish, execution_id, RUN, key=key)
-            await retry(flow, f"stray event to {execution_id}")
+            await retry(flow, f"stray event to {execution_id}", execution_id)
             sim.note(f"client published a stray event to {execution_id}")
-        while sim.cluster.query(LEFT_SQL, (json.dumps(ids),)):
+        while sim.everywhere.query(LEFT_SQL, (json.dumps(ids),)):
             await asyncio.sleep(0.5)
 
 

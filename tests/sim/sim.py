@@ -31,7 +31,7 @@ from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
 from raftflow.transports.transport import SqlTransport
 
-from tests.sim import workload
+from tests.sim import shards, workload
 from tests.sim.client import Client, adoptions
 from tests.sim.cluster import (
     NODES,
@@ -287,6 +287,18 @@ class Simulation:
         self.cluster.stall = self.pressure.stall
         self.cluster.on_claim = self.pressure.taken_over
         self.cluster.audit.tables = ((workload.ledger.name, "execution_id"),)
+        # A sharded seed (tests/sim/shards.py): its other clusters, faults of their own.
+        self.sharding = shards.draw(seed, self.plan)
+        self.clusters = [self.cluster]
+        self.shard_clocks: dict[tuple[str, int], Any] = {}  # each process's, per cluster
+        if self.sharding is not None:
+            self.note(self.sharding.describe())
+            self.clusters = self.sharding.clusters_of(self, self.cluster)
+            self.sent.update({peer: [m] for peer, m in self.sharding.inboxes.items()})
+            for cluster in self.clusters[1:]:
+                cluster.stall, cluster.on_claim = self.cluster.stall, self.cluster.on_claim
+                cluster.audit.tables = self.cluster.audit.tables
+        self.everywhere = shards.Everywhere(self.clusters)
 
     # -- the record -------------------------------------------------------------------------
 
@@ -309,7 +321,7 @@ class Simulation:
         for activation in [a for run in runs for a in run.dispatch.activations]:
             if activation.execution_id != execution_id or activation.held:
                 continue  # not the one just dropped (held is cleared right before the log)
-            rows = self.cluster.query(
+            rows = self.everywhere.query(
                 "SELECT seq FROM messages WHERE group_id = ? AND locked_by = ?",
                 (execution_id, activation.lease.token),
             )
@@ -391,17 +403,29 @@ class Simulation:
         jumps = sum(by for when, i, by in self.plan.clock_jumps if i == index and at >= when)
         return self.plan.clock_skews[index] + jumps
 
-    def database(self, who: str) -> Database:
-        """A new database connection for process ``who`` (its own cluster clock)."""
-        config = RqliteConfig(nodes=NODES, timeout=1.0, retry_timeout=3.0)
+    def route(self, execution_id: str) -> int:
+        """The index of the cluster that holds ``execution_id`` (0 in an unsharded seed)."""
+        return 0 if self.sharding is None else self.sharding.index_of(execution_id)
+
+    def clock_of(self, who: str, execution_id: str) -> Any:
+        """Process ``who``'s cluster clock of the cluster that holds ``execution_id``."""
+        return self.shard_clocks.get((who, self.route(execution_id)))
+
+    def database(self, who: str, index: int = 0) -> Database:
+        """A new database connection for process ``who`` to cluster ``index`` (its own
+        cluster clock)."""
+        nodes = NODES if index == 0 else tuple(n.replace("//n", f"//s{index}n") for n in NODES)
+        config = RqliteConfig(nodes=nodes, timeout=1.0, retry_timeout=3.0)
 
         def local_time() -> float:
             now = self.loop.time()
             return now + self.local_offset(who, now)
 
         clock = ClusterClock(QUERIES("clock"), resync=5.0, local_time=local_time)
-        self.clocks[who] = clock
-        connection = SimConnection(self.cluster, who, config)
+        if index == 0:
+            self.clocks[who] = clock
+        self.shard_clocks[(who, index)] = clock
+        connection = SimConnection(self.clusters[index], who, config)
         sync = SyncSimConnection(connection, self.lockstep)
         return Database(sync, clock)  # type: ignore[arg-type]
 
@@ -420,6 +444,8 @@ class Simulation:
         who = f"w{index}"
         while True:
             engine = process_engine(self.database(who), self.plan.cron)
+            if self.sharding is not None:
+                engine = self.sharding.engine(self, who, engine)
             self.engines[who] = engine
             worker = Worker(engine, self.plan.options[index])
             self.workers[who] = worker
@@ -435,7 +461,9 @@ class Simulation:
         plan = self.plan
         self.end_time = 0.0
         patch = self.mutation.patch() if self.mutation else contextlib.nullcontext()
-        schema = self.mutation.schema(self.cluster) if self.mutation else contextlib.nullcontext()
+        schema = contextlib.ExitStack()
+        for cluster in self.clusters if self.mutation else ():
+            schema.enter_context(self.mutation.schema(cluster))  # type: ignore[union-attr]
         with (
             patch,
             schema,
@@ -453,7 +481,8 @@ class Simulation:
             while loop.time() < TIME_LIMIT:
                 await asyncio.sleep(1.0)
                 if loop.time() >= plan.calm_at and not self.cluster.calm:
-                    self.cluster.calm = True
+                    for cluster in self.clusters:
+                        cluster.calm = True
                     self.note("calm: no more network faults")
                 if client.done() and self._all_final():
                     break
@@ -474,11 +503,12 @@ class Simulation:
         await self.pressure.after_client(self, client.retry)  # strays: tests/sim/pressure.py
 
     def _all_final(self) -> bool:
-        rows = self.cluster.query(
-            "SELECT COUNT(*) AS n FROM executions WHERE status NOT IN "
-            "('succeeded', 'failed', 'cancelled', 'continued')"
+        """Every execution finished (sharded: and every outbox delivered)."""
+        rows = self.everywhere.query(
+            "SELECT 1 FROM executions WHERE status NOT IN "
+            "('succeeded', 'failed', 'cancelled', 'continued') LIMIT 1"
         )
-        return rows[0]["n"] == 0
+        return not rows and (self.sharding is None or self.everywhere.outboxes_empty())
 
     async def _chaos(self) -> None:
         """Kill (and replace) and stop workers at the planned times."""
@@ -514,6 +544,9 @@ class Simulation:
 
         for message in check(self):
             self.violation(message)
+        if self.sharding is not None:
+            for message in shards.check(self, self.sharding):
+                self.violation(message)
 
 
 def _quiet_unraisable(hook: Any) -> Any:

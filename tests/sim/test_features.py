@@ -1,17 +1,21 @@
-"""Each feature check of the simulator (tests/sim/invariants_more.py) catches the bug it is
-for: the bug is planted for one seed at a time (patched for the test), and some seed of a
-small budget must report it as that violation -- not only as something else going wrong."""
+"""Each feature check of the simulator (tests/sim/invariants_more.py, tests/sim/shards.py)
+catches the bug it is for: the bug is planted for one seed at a time (patched for the
+test), and some seed of a small budget must report it as that violation -- not only as
+something else going wrong."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from raftflow.engine.runtime.run import WorkerRun
+from raftflow.engine.shards.deployment import Shards
 from raftflow.engine.workflow import drivers as drivers_module
 from raftflow.engine.workflow.activation import Activation
 from raftflow.engine.workflow.schedule import Schedule
+from raftflow.stores import outbox
 from raftflow.stores.flows import StoreFlows
 from raftflow.transports.db.flow import Request, Statement
 
@@ -103,6 +107,36 @@ def _adoption_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(WorkerRun, "_adopt", lambda self, claimed: self.unreserve())
 
 
+def _outbox_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relay applies each notice on its target's cluster, and never deletes it."""
+
+    def delivered(notice: Any) -> Any:
+        return (yield from ())
+
+    monkeypatch.setattr(outbox, "delivered", delivered)
+
+
+def _child_outcome_garbled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relay records a child's outcome elsewhere with another output."""
+    original = outbox.child_finished
+
+    def child_finished(clock: Any, notice: outbox.Notice) -> Any:
+        payload = {**(notice.payload or {}), "output": "[0]"}
+        return original(clock, replace(notice, payload=payload))
+
+    monkeypatch.setattr(outbox, "child_finished", child_finished)
+
+
+def _children_stay_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An explicit child id is routed to the deployment's first cluster, whatever it is."""
+    original = Shards.of
+
+    def of(self: Shards, execution_id: str) -> Any:
+        return self.shards[0] if "-c" in execution_id else original(self, execution_id)
+
+    monkeypatch.setattr(Shards, "of", of)
+
+
 PLANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str]] = {
     "timeout-early": (_early_deadline, "timeout"),
     "step-cut-early": (_early_cut, "cut by its 0.4s timeout after"),
@@ -112,6 +146,10 @@ PLANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str]] = {
     "fork-copies-nothing": (_fork_copies_nothing, "copied, yet ran"),
     "schedule-skips": (_schedule_skips_a_time, "a time skipped"),
     "fast-path-drops": (_adoption_dropped, "started leased to"),
+    # Sharded seeds (tests/sim/shards.py):
+    "outbox-kept": (_outbox_kept, "not delivered"),
+    "child-outcome-garbled": (_child_outcome_garbled, "from its child"),
+    "children-stay-home": (_children_stay_home, "its id routes to"),
 }
 
 

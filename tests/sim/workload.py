@@ -98,7 +98,7 @@ class RunLog:
         await sim.cluster.gate(who)
         run = Run(len(self.runs), info.execution_id, info.index, info.attempt, who, loop.time())
         run.step, run.entered = info.name, entered
-        run.reference = sim.timers.reference(sim.clocks.get(who), who)
+        run.reference = sim.timers.reference(sim.clock_of(who, info.execution_id), who)
         run.honoured = sim.timers.honoured.get((who, info.execution_id))
         owner = self.owners.get(id(info))
         if owner is None:
@@ -109,7 +109,7 @@ class RunLog:
             run.generation = owner[1].record.run
             token = owner[1].lease.token
             run.held = bool(
-                sim.cluster.query(
+                sim.everywhere.query(
                     "SELECT 1 FROM messages WHERE group_id = ? AND locked_by = ?",
                     (info.execution_id, token),
                 )
@@ -326,5 +326,6 @@ async def throttled(spec: Chain) -> list[int]:
     return [await rated() for _ in range(spec.steps)]
 
 
-# The sync kinds register on the same engine (they import this module's names).
-from tests.sim import workload_sync  # noqa: E402, F401
+# The sync kinds and the sharded seeds' workflow register on the same engine (they import
+# this module's names).
+from tests.sim import workload_shards, workload_sync  # noqa: E402, F401
