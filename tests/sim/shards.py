@@ -91,7 +91,10 @@ class Sharding:
         return NAMES.index(self.catalog.assignment[part])
 
     def describe(self) -> str:
-        levels = ", ".join(f"{f.refused / 0.02:g}x stale {f.stale:g}" for f in self.faults)
+        levels = ", ".join(
+            f"{f.refused / 0.02:g}x stale {f.stale:g} clock jumps {f.clock_jump:g}s"
+            for f in self.faults
+        )
         return (
             f"sharded: {self.clusters} clusters (faults of the others: {levels}); across: "
             f"children {sorted(self.children.items())}, sends to {sorted(self.inboxes)}"
@@ -185,9 +188,11 @@ def draw(seed: int, plan: Plan) -> Sharding | None:
     if rng.random() >= SHARE:
         return None
     count = rng.choice((2, 2, 3))
-    sharding = Sharding(
-        Catalog.spread(PARTITIONS, NAMES[:count]), [Faults.draw(rng) for _ in range(count - 1)]
-    )
+    faults = [Faults.draw(rng) for _ in range(count - 1)]
+    for one in faults:  # as the plan draws the first cluster's: its leader's clock may jump
+        if rng.random() < 0.2:
+            one.clock_jump = rng.choice((1.0, 5.0))
+    sharding = Sharding(Catalog.spread(PARTITIONS, NAMES[:count]), faults)
     sharding.shape(rng, plan)
     return sharding
 
