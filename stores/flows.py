@@ -32,7 +32,7 @@ from raftflow.stores.rows import (
     step_from_row,
 )
 from raftflow.transports.db.catalogue import load
-from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.clock import Clock, uncertainty_of
 from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.lanes import check_lane
 from raftflow.transports.payload import (
@@ -92,6 +92,9 @@ class StoreFlows:
         event_text = to_json(event, what="event", limit=self.max_payload_bytes)
         now = yield from self.clock.now()
         commit_id = uuid.uuid4().hex
+        # Parked at least ``debounce`` on the cluster's clock, however far this clock's
+        # estimate is off (within its uncertainty), as a workflow's timers are.
+        parked_until = None if debounce is None else now + uncertainty_of(self.clock) + debounce
         params = start_params(
             execution_id,
             workflow,
@@ -106,7 +109,7 @@ class StoreFlows:
             lease_expiry=None if lease_token is None else now + visibility,
             limit_key=None if limit is None else check_id(limit[0], what="concurrency key"),
             limit_max=None if limit is None else int(limit[1]),
-            debounce_until=None if debounce is None else now + debounce,
+            debounce_until=parked_until,
             lane=lane,
         )
         if limit is None and debounce is None:

@@ -10,9 +10,11 @@ execution's steps at once, each believing it held the lease.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
+from raftflow.engine.workflow.events import RUN
+from raftflow.stores.flows import StoreFlows
 from raftflow.transports.db.clock import ClusterClock, LocalClock, earliest, earliest_estimate
 from raftflow.transports.db.flow import Flow, Request, Response, Result, run_flow
 from raftflow.transports.db.schema import ensure
@@ -147,3 +149,43 @@ def test_a_sync_across_a_local_clock_going_back_is_not_taken() -> None:
     again = answer(clock.now())  # synced again at once
     assert again == pytest.approx(1031.5) and 0 <= clock.uncertainty <= 0.001
     assert earliest_estimate(clock) <= 1031.5
+
+
+class _Behind:
+    """A client's clock whose last sync was slow and lopsided: its estimate 0.5 s behind the
+    reference, which its uncertainty (half that sync's round trip) allows."""
+
+    uncertainty = 0.5
+
+    def __init__(self, reference: Callable[[], float]) -> None:
+        self.reference = reference
+
+    def now(self) -> Flow[float]:
+        return self.reference() - 0.5
+        yield  # pragma: no cover
+
+    def earliest(self) -> Flow[float]:
+        return self.reference() - 1.0
+        yield  # pragma: no cover
+
+    def estimate(self) -> float:
+        return self.reference() - 0.5
+
+
+def test_a_debounced_start_is_parked_its_debounce_on_the_reference_with_a_clock_behind() -> None:
+    """Found by the simulator (seed 1914 of tests/sim's sharded seeds): a debounced start
+    parked its event ``debounce`` after the starter's estimate, which a slow clock sync
+    left behind the reference -- a precise worker claimed it 0.08 s early. The start now
+    counts the estimate's uncertainty, as a workflow's timers do (Activation.after)."""
+    reference = [1000.0]
+    connection = SqliteConnection(":memory:")
+    run_flow(connection, ensure(True))
+    starter = StoreFlows(_Behind(lambda: reference[0]))  # type: ignore[arg-type]
+    run_flow(connection, starter.start("d", "wf", {}, 0, RUN, debounce=1.0))
+    worker = QueueFlows(LocalClock(time_source=lambda: reference[0]))
+    reference[0] = 1000.9  # 0.9 s after the start, on the reference: not due yet
+    assert run_flow(connection, worker.claim("w", visibility=5.0)).leases == []
+    reference[0] = 1001.6  # past the debounce, however far the starter's estimate was off
+    (claimed,) = run_flow(connection, worker.claim("w", visibility=5.0)).leases
+    assert claimed.group_id == "d"
+    connection.close()
