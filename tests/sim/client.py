@@ -27,7 +27,8 @@ from tests.sim import workload
 from tests.sim.workload_more import DEBOUNCE, FORK, WORKFLOWS
 
 if TYPE_CHECKING:
-    from tests.sim.sim import Planned, Simulation
+    from tests.sim.plan import Planned
+    from tests.sim.sim import Simulation
 
 #: Seconds the client waits for a start made in a worker's process before it starts the
 #: execution itself (the process may have been killed or stopped meanwhile).

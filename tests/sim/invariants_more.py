@@ -13,7 +13,8 @@ from tests.sim.cluster import EPOCH
 from tests.sim.workload_more import DEBOUNCE, FORK, STEP_TIMEOUT, WORKFLOW_TIMEOUT
 
 if TYPE_CHECKING:
-    from tests.sim.sim import Planned, Simulation
+    from tests.sim.plan import Planned
+    from tests.sim.sim import Simulation
     from tests.sim.workload import Run
 
 Rows = dict[str, dict[str, Any]]

@@ -51,9 +51,10 @@ from raftflow.transports.queue import QUERIES as QUEUE
 from raftflow.transports.queue import QueueFlows
 
 from tests.sim.audit import leases
+from tests.sim.plan import Plan, Planned
 
 if TYPE_CHECKING:
-    from tests.sim.sim import Plan, Simulation
+    from tests.sim.sim import Simulation
 
 #: At most this many stalls per seed (each costs the run up to 1.5 visibilities).
 MOST_STALLS = 4
@@ -121,8 +122,6 @@ class Pressure:
             plan.options = [replace(o, drain_timeout=timeout) for o in plan.options]
         if self.burst:
             plan.step_time = 0.05
-            from tests.sim.sim import Planned  # (sim.py imports this module)
-
             for n in range(len(plan.executions), 2 * len(plan.executions)):
                 value = {"steps": rng.randint(1, 4)}
                 at = rng.uniform(0.0, 0.3)

@@ -40,11 +40,12 @@ from raftflow.transports.transport import SqlTransport
 
 from tests.sim import workload
 from tests.sim.cluster import Faults, SimCluster
+from tests.sim.plan import Plan, Planned
 from tests.sim.pressure import become
 from tests.sim.workload_shards import peer_message
 
 if TYPE_CHECKING:
-    from tests.sim.sim import Plan, Planned, Simulation
+    from tests.sim.sim import Simulation
 
 #: The share of seeds that run a sharded deployment.
 SHARE = 0.3
@@ -103,8 +104,6 @@ class Sharding:
     # -- the plan ---------------------------------------------------------------------------
 
     def shape(self, rng: random.Random, plan: Plan) -> None:
-        from tests.sim.sim import Planned  # (sim.py imports this module)
-
         for item in plan.executions:
             if item.workflow == "limited":
                 self._place_limited(item)
