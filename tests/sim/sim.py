@@ -4,7 +4,8 @@
 the workers and their options, the workload, every request's fate and latency, every
 step's duration, when workers are killed or stopped -- runs real :class:`~raftflow.Worker`
 sessions on a :class:`~tests.sim.loop.SimLoop` against a :class:`~tests.sim.cluster.
-SimCluster`, then checks the invariants. Same seed, same trace, byte for byte.
+SimCluster` (in a sharded seed several: tests/sim/shards.py), then checks the invariants.
+Same seed, same trace, byte for byte.
 """
 
 from __future__ import annotations
