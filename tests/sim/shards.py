@@ -13,7 +13,10 @@ leader clock. The plan then has:
   another cluster (the outbox and the relay bring its outcome back), some cancelled (the
   relay cancels the child there), some sending first to a listener on another cluster;
 - the limited executions' ids drawn to route to their limit key's cluster (as the engine's
-  start does: a limit is counted on one cluster).
+  start does: a limit is counted on one cluster);
+- in half of them, the first worker about to delete a notice it relayed (applied on the
+  target's cluster) is killed (``kill -9``) right then, and a replacement starts: the
+  notice is relayed again, and must change nothing the second time.
 
 What must hold besides every check of one cluster (each cluster checks its own leases and
 limits after every write; the final checks read every cluster): every row of an execution
@@ -34,8 +37,10 @@ from raftflow.engine import Engine
 from raftflow.engine.shards.deployment import Shard, Shards
 from raftflow.engine.shards.partitions import key_route, partition_of
 from raftflow.engine.workflow.schedule import SCHEDULE_PREFIX
+from raftflow.stores import outbox
 from raftflow.stores.catalog import Catalog
 from raftflow.stores.store import SqlStore
+from raftflow.transports.db.flow import Request
 from raftflow.transports.transport import SqlTransport
 
 from tests.sim import workload
@@ -54,6 +59,8 @@ NAMES = ("shard-1", "shard-2", "shard-3")
 #: Kinds a sharded seed may turn into ``faraway`` (``forked`` always is: a fork is made on
 #: its source's cluster, under an id the client does not draw to route there).
 CHANGEABLE = ("chain", "retried", "napper", "parent", "throttled", "forked")
+#: The relay's delete of a notice it delivered (by catalogue name: a name gone fails here).
+DELIVERED = outbox.SQL("delivered", {"seq": 0}).name
 #: Each table's column that holds an execution's id (its rows live on that id's cluster).
 OWNED = (
     ("executions", "id"),
@@ -80,6 +87,9 @@ class Sharding:
     children: dict[str, str] = field(default_factory=dict)
     #: Each listener a ``faraway`` sends to, and its message.
     inboxes: dict[str, str] = field(default_factory=dict)
+    #: Whether a relaying worker is killed between applying a notice and deleting it
+    #: (until it happens once).
+    relay_kill: bool = False
 
     @property
     def clusters(self) -> int:
@@ -98,7 +108,8 @@ class Sharding:
         )
         return (
             f"sharded: {self.clusters} clusters (faults of the others: {levels}); across: "
-            f"children {sorted(self.children.items())}, sends to {sorted(self.inboxes)}"
+            f"children {sorted(self.children.items())}, sends to {sorted(self.inboxes)}; "
+            f"a relaying worker killed: {self.relay_kill}"
         )
 
     # -- the plan ---------------------------------------------------------------------------
@@ -166,7 +177,26 @@ class Sharding:
             cluster.processes, cluster.dead = first.processes, first.dead
             cluster.counters, cluster.clock_answers = first.counters, first.clock_answers
             clusters.append(cluster)
+        for cluster in clusters:
+            cluster.stall = self._killing_relays(sim, first.stall)
         return clusters
+
+    def _killing_relays(
+        self, sim: Simulation, stall: Callable[[str, Request], float] | None
+    ) -> Callable[[str, Request], float]:
+        """The clusters' stall hook (tests/sim/pressure.py), which first kills a worker about
+        to delete a notice it relayed, once, in the seeds that do."""
+
+        def stalled(who: str, request: Request) -> float:
+            if self.relay_kill and any(s.name == DELIVERED for s in request.statements):
+                self.relay_kill = False
+                sim.cluster.process(who).died_at = sim.loop.time()
+                sim.note(f"{who} killed (kill -9) between relaying a notice and deleting it")
+                sim._start_worker(sim.plan.workers + 2)  # (the kill's takes +0, the drain's +1)
+                return 0.001  # stopped before it sends: dead, it never does
+            return 0.0 if stall is None else stall(who, request)
+
+        return stalled
 
     def engine(self, sim: Simulation, who: str, base: Engine) -> Engine:
         """``base`` (a worker process's engine, on the first cluster) on every cluster."""
@@ -193,6 +223,7 @@ def draw(seed: int, plan: Plan) -> Sharding | None:
             one.clock_jump = rng.choice((1.0, 5.0))
     sharding = Sharding(Catalog.spread(PARTITIONS, NAMES[:count]), faults)
     sharding.shape(rng, plan)
+    sharding.relay_kill = rng.random() < 0.5
     return sharding
 
 

@@ -138,7 +138,7 @@ class Simulation:
             self.clusters = self.sharding.clusters_of(self, self.cluster)
             self.sent.update({peer: [m] for peer, m in self.sharding.inboxes.items()})
             for cluster in self.clusters[1:]:
-                cluster.stall, cluster.on_claim = self.cluster.stall, self.cluster.on_claim
+                cluster.on_claim = self.cluster.on_claim
                 cluster.audit.tables = self.cluster.audit.tables
         self.everywhere = shards.Everywhere(self.clusters)
 
