@@ -17,12 +17,7 @@ import builtins
 import uuid
 from typing import Any
 
-from raftflow.stores.records import (
-    ExecutionRecord,
-    StartOutcome,
-    Status,
-    StepRecord,
-)
+from raftflow.stores.records import ExecutionRecord, StartOutcome, Status, StepRecord
 from raftflow.stores.rows import (
     STARTED_COLUMNS,
     cancelled_error,
@@ -92,8 +87,7 @@ class StoreFlows:
         event_text = to_json(event, what="event", limit=self.max_payload_bytes)
         now = yield from self.clock.now()
         commit_id = uuid.uuid4().hex
-        # Parked at least ``debounce`` on the cluster's clock, however far this clock's
-        # estimate is off (within its uncertainty), as a workflow's timers are.
+        # At least ``debounce`` on the cluster's clock, this estimate's uncertainty counted.
         parked_until = None if debounce is None else now + uncertainty_of(self.clock) + debounce
         params = start_params(
             execution_id,
