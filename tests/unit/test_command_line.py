@@ -51,6 +51,7 @@ CONNECTING = [
     "worker",
     "migrate",
     "shards",
+    "move-partitions",
 ]
 
 

@@ -194,7 +194,7 @@ def move_partitions_command(
     failure; then start the workers on the URL that lists the new cluster.
 
     \b
-    Example (a new, empty cluster c added to the URL, after shard-1's partitions):
+    Example: shard-1's partitions to a new, empty cluster (listed last):
       raftflow move-partitions --from shard-1 --to shard-3 \\
         --url 'http://a1:4001;http://b1:4001;http://c1:4001'
     """
