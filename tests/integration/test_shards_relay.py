@@ -78,7 +78,9 @@ def test_children_elsewhere_reach_their_parents_through_kill_9_of_the_relays(
         notes = [r for db in dbs for r in db.query("SELECT status FROM remote_children")]
         assert len(notes) == PARENTS * CHILDREN
         assert {r["status"] for r in notes} == {"succeeded"}
-        assert round_ > 4  # workers were killed while the families ran
+        # A family takes at least 1.8 s (three children in turn, two 0.3 s steps each): the
+        # first kill, at 1 s, always comes while they run; later ones depend on the machine.
+        assert round_ > 2
     finally:
         for process in workers:
             process.stop()
