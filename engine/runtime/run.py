@@ -45,6 +45,20 @@ from raftflow.errors import AuthenticationError, ConfigurationError, ProtocolErr
 
 log = logging.getLogger("raftflow.worker")
 
+#: An idle sharded worker polls each cluster at least this often (seconds).
+MAX_SHARDED_POLL = 1.0
+
+
+def idle_poll_cap(max_poll_interval: float, clusters: int) -> float:
+    """The longest wait between two idle polls of one cluster by a worker serving
+    ``clusters``: one cluster's, spread over them all (a worker's idle reads per second
+    stay those of one cluster), but never beyond :data:`MAX_SHARDED_POLL` -- nor below
+    one cluster's."""
+    if clusters <= 1:
+        return max_poll_interval
+    return max(max_poll_interval, min(max_poll_interval * clusters, MAX_SHARDED_POLL))
+
+
 #: Errors a worker does not retry: it stops and raises them.
 FATAL_ERRORS = (AuthenticationError, ConfigurationError, ProtocolError)
 
@@ -75,10 +89,15 @@ class WorkerRun:
         store: AsyncStore,
         shard: str = "",
         elsewhere: Callable[[str], AsyncStore | None] = lambda _id: None,
+        clusters: int = 1,
     ) -> None:
         self.worker_id = worker_id = worker.worker_id
         #: The cluster it claims from ("" unsharded: a worker has one run per cluster).
         self.shard = shard
+        #: How long its idle polls wait at most: ``max_poll_interval``, times the clusters
+        #: its worker serves (up to :data:`MAX_SHARDED_POLL`), so that an idle worker's
+        #: polls, summed over its clusters, come no more often than on one cluster.
+        self.max_poll = idle_poll_cap(worker.options.max_poll_interval, clusters)
         self.options = options = worker.options
         self.stats = worker.stats
         self.hooks = worker.hooks
@@ -277,7 +296,7 @@ class WorkerRun:
                     )
                     if not ready:
                         await self._until(self.stopping, poll)
-                        poll = min(poll * 2, options.max_poll_interval)
+                        poll = min(poll * 2, self.max_poll)
                         continue
                 started = time.perf_counter()
                 claimed = await self._claim(free)
@@ -294,7 +313,7 @@ class WorkerRun:
             if not claimed:
                 stats.empty_claims += 1
                 await self._until(self.stopping, poll)
-                poll = min(poll * 2, options.max_poll_interval)
+                poll = min(poll * 2, self.max_poll)
                 continue
             poll = options.poll_interval
             for item in claimed:

@@ -300,6 +300,7 @@ class Worker:
                     store=store,
                     shard=shard.name,
                     elsewhere=elsewhere_of(shard.name),
+                    clusters=len(shards),
                 )
             )
         return runs

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raftflow.engine.runtime.run import MAX_SHARDED_POLL, idle_poll_cap
 from raftflow.engine.shards.deployment import DEFAULT_PARTITIONS, open_shards
 from raftflow.engine.shards.partitions import partition_of, routing_key
 
@@ -364,3 +365,24 @@ def test_a_rate_limit_holds_across_the_clusters(engine: Engine, tmp_path: Path) 
         if other != owner:
             assert rows(path, "SELECT * FROM rate_slots") == []
     assert all(later - earlier >= 0.5 - 1e-6 for earlier, later in zip(times, times[2:]))
+
+
+def test_an_idle_worker_polls_its_clusters_no_more_often_in_all_than_one() -> None:
+    """Each cluster's run of a sharded worker backs its idle polls off to the one-cluster
+    cap times the clusters (so the worker's idle reads per second are those of one
+    cluster), never beyond a second per cluster, never below the one-cluster cap."""
+    assert idle_poll_cap(0.1, 1) == 0.1
+    assert idle_poll_cap(0.1, 3) == pytest.approx(0.3)
+    assert idle_poll_cap(0.1, 64) == MAX_SHARDED_POLL == 1.0
+    assert idle_poll_cap(2.0, 3) == 2.0  # a longer cap of the worker's own is kept
+
+
+def test_a_sharded_worker_runs_once_per_cluster_with_the_spread_cap(engine: Engine) -> None:
+    @engine.workflow
+    def noop() -> None:
+        return None
+
+    with engine.running_worker(max_poll_interval=0.05) as worker:
+        runs = worker._runs
+        assert [run.shard for run in runs] == [shard.name for shard in engine.shards]
+        assert [run.max_poll for run in runs] == [pytest.approx(0.1)] * 2
