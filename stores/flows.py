@@ -27,7 +27,7 @@ from raftflow.stores.rows import (
     step_from_row,
 )
 from raftflow.transports.db.catalogue import load
-from raftflow.transports.db.clock import Clock, uncertainty_of
+from raftflow.transports.db.clock import Clock, surely_after
 from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.lanes import check_lane
 from raftflow.transports.payload import (
@@ -87,8 +87,7 @@ class StoreFlows:
         event_text = to_json(event, what="event", limit=self.max_payload_bytes)
         now = yield from self.clock.now()
         commit_id = uuid.uuid4().hex
-        # At least ``debounce`` on the cluster's clock, this estimate's uncertainty counted.
-        parked_until = None if debounce is None else now + uncertainty_of(self.clock) + debounce
+        parked_until = None if debounce is None else surely_after(self.clock, now, debounce)
         params = start_params(
             execution_id,
             workflow,
@@ -98,7 +97,7 @@ class StoreFlows:
             now,
             commit_id,
             parent_id=parent_id,
-            deadline=None if timeout is None else now + timeout,
+            deadline=None if timeout is None else surely_after(self.clock, now, timeout),
             lease_token=lease_token,
             lease_expiry=None if lease_token is None else now + visibility,
             limit_key=None if limit is None else check_id(limit[0], what="concurrency key"),

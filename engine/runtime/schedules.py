@@ -43,7 +43,7 @@ from raftflow.stores.lanes import LIVE_WITHIN, lanes_of, serves
 from raftflow.stores.lanes import QUERIES as LANES
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.catalogue import load
-from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.clock import Clock, surely_after
 from raftflow.transports.db.flow import Flow, ReadLevel, Request
 from raftflow.transports.payload import to_json
 
@@ -138,13 +138,15 @@ class ScheduleFlows:
         now = yield from self.clock.now()
         due, skipped = schedule.due(since, now)
         next_at = schedule.next_after(now)  # claimed early (clock skew): due is empty
+        timeout = definition.timeout
+        deadline = None if timeout is None else surely_after(self.clock, now, timeout)
         starts = [
             {
                 "id": schedule.execution_id(at),
                 "workflow": definition.name,
                 "input": to_json(definition.encode_input(schedule.when(at)), what="input"),
                 "event": RUN_TEXT,
-                "deadline": None if definition.timeout is None else now + definition.timeout,
+                "deadline": deadline,
                 "commit_id": uuid.uuid4().hex,
                 "lane": lane,
             }

@@ -189,3 +189,18 @@ def test_a_debounced_start_is_parked_its_debounce_on_the_reference_with_a_clock_
     (claimed,) = run_flow(connection, worker.claim("w", visibility=5.0)).leases
     assert claimed.group_id == "d"
     connection.close()
+
+
+def test_a_workflows_timeout_is_measured_from_the_reference_with_a_clock_behind() -> None:
+    """The debounce's sibling: the deadline of a workflow's ``timeout`` was the starter's
+    estimate plus the timeout, so with an estimate behind the reference the timeout cut the
+    execution early (by up to the estimate's uncertainty) on a worker whose clock is precise."""
+    reference = [1000.0]
+    connection = SqliteConnection(":memory:")
+    run_flow(connection, ensure(True))
+    starter = StoreFlows(_Behind(lambda: reference[0]))  # type: ignore[arg-type]
+    run_flow(connection, starter.start("t", "wf", {}, 0, RUN, timeout=1.0))
+    record = run_flow(connection, starter.get("t"))
+    assert record is not None and record.deadline is not None
+    assert record.deadline >= 1000.0 + 1.0  # no earlier than a second after the start
+    connection.close()

@@ -47,6 +47,13 @@ def uncertainty_of(clock: Clock) -> float:
     return float(value) if isinstance(value, (int, float)) and value < float("inf") else 0.0
 
 
+def surely_after(clock: Clock, now: float, seconds: float) -> float:
+    """A time at least ``seconds`` after ``now`` (``clock``'s estimate) on the reference:
+    the estimate may be behind it by its uncertainty. What a start's debounce and a
+    workflow's timeout are measured from, so neither ends early."""
+    return now + uncertainty_of(clock) + seconds
+
+
 def earliest_estimate(clock: Clock) -> float:
     """Without I/O, a time ``clock``'s reference has surely reached: its
     ``earliest_estimate()`` if it has one, else its estimate less its uncertainty."""
