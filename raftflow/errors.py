@@ -8,6 +8,7 @@ RaftflowError
 │   ├── SchemaError                     the database's schema is not this code's
 │   │   ├── SchemaOutdatedError         older: run `raftflow migrate` (or auto_migrate)
 │   │   └── SchemaTooNewError           newer: upgrade raftflow, never downgrade
+│   ├── StaleCatalogError               sharded: a partition moved since this process read
 │   └── RqliteNotFoundError             no rqlited binary (the local-cluster harness)
 ├── DatabaseError                       the database failed a request
 │   ├── UnavailableError                no node / no leader within the retry budget
@@ -74,6 +75,7 @@ __all__ = [
     "SchemaError",
     "SchemaOutdatedError",
     "SchemaTooNewError",
+    "StaleCatalogError",
     "StatementError",
     "StepError",
     "StepTimeoutError",
@@ -108,6 +110,11 @@ class PayloadTooLargeError(InvalidArgumentError):
 
 class ConfigurationError(RaftflowError):
     """A URL or an option that cannot work (unknown scheme, mismatched backends, ...)."""
+
+
+class StaleCatalogError(ConfigurationError):
+    """A sharded process routed by a catalog older than the deployment's: a partition has
+    moved to another cluster since it read it (restart it with the current URL)."""
 
 
 class SchemaError(ConfigurationError):

@@ -17,6 +17,7 @@ import builtins
 import uuid
 from typing import Any
 
+from raftflow.stores.placement import PartitionOf, fence, refuse_moved
 from raftflow.stores.records import ExecutionRecord, StartOutcome, Status, StepRecord
 from raftflow.stores.rows import (
     STARTED_COLUMNS,
@@ -53,6 +54,8 @@ class StoreFlows:
     def __init__(self, clock: Clock, *, max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
         self.clock = clock
         self.max_payload_bytes = max_payload_bytes
+        #: Sharded: an id's partition, which each start carries (stores/placement.py).
+        self.partition_of: PartitionOf = None
 
     def start(
         self,
@@ -109,19 +112,16 @@ class StoreFlows:
             return (yield from self._start_direct(params, trace_context))
         # The trace context, when there is one, in the same transaction (an operator
         # feature: the start's one statement and the schema's start trigger stay as they are).
-        traced = (
-            ()
-            if trace_context is None
-            else (
-                QUERIES(
-                    "set_trace_context",
-                    {"id": execution_id, "commit_id": commit_id, "trace_context": trace_context},
-                ),
-            )
-        )
+        traced = {"id": execution_id, "commit_id": commit_id, "trace_context": trace_context}
         read = {"id": execution_id, "commit_id": commit_id, "lease_token": lease_token}
-        statements = (QUERIES("start", params), *traced, QUERIES("start_outcome", read))
+        statements = (
+            *fence(self.partition_of, execution_id),
+            QUERIES("start", params),
+            *(() if trace_context is None else (QUERIES("set_trace_context", traced),)),
+            QUERIES("start_outcome", read),
+        )
         response = yield Request(statements, transaction=True)
+        refuse_moved(response, execution_id)
         response.raise_for_errors()
         return _started(execution_id, response.result_of("store.start_outcome").first())
 
@@ -132,10 +132,12 @@ class StoreFlows:
         statements' results say whether this start created the execution, and the seq of
         its event (leased to ``lease_token``, if any)."""
         params = {**params, "trace_context": trace_context}
-        statements = (QUERIES("start_direct", params), QUERIES("start_direct_event", params))
-        response = yield Request(statements, transaction=True)
+        fenced = fence(self.partition_of, params["id"])
+        direct = (QUERIES("start_direct", params), QUERIES("start_direct_event", params))
+        response = yield Request((*fenced, *direct), transaction=True)
+        refuse_moved(response, params["id"])
         response.raise_for_errors()
-        created, event = response[0], response[1]
+        created, event = response[len(fenced)], response[len(fenced) + 1]
         if created.rows_affected == 1 and event.rows_affected == 1 and event.last_insert_id:
             leased = params["lease_token"] is not None
             row = {

@@ -15,6 +15,7 @@ every later one checks that the URL lists the same deployment.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,10 @@ class Shards:
         self.catalog = catalog
         self._by_name = {shard.name: shard for shard in self.shards}
         self._startable = catalog is not None
+        if catalog is not None:  # each start carries its partition: the fence of a move
+            fenced = functools.partial(partition_of, partitions=catalog.partitions)
+            for shard in self.shards:
+                shard.store.flows.partition_of = fenced
 
     def check_startable(self) -> None:
         """Refuse to start executions on a lone cluster of a sharded deployment (opened by

@@ -3,9 +3,11 @@
 The procedure, with the deployment's workers stopped (a move refuses executions a worker
 holds) and its clients idle -- drain, copy, epoch bump:
 
-1. **Copy**: for each cluster losing partitions, every queue group of them (an execution
-   with all it has, a cron schedule's group) and their rate-limit reservations are
-   copied to the new cluster, a batch per transaction, idempotently
+1. **Copy**: each cluster losing partitions first refuses their starts from then on (the
+   partition fence, :mod:`raftflow.stores.placement`: a process on the older catalog gets
+   :class:`~raftflow.errors.StaleCatalogError`); then every queue group of them (an
+   execution with all it has, a cron schedule's group) and their rate-limit reservations
+   are copied to the new cluster, a batch per transaction, idempotently
    (:mod:`raftflow.stores.moves`).
 2. **Bump**: the catalog assigns the partitions to the new cluster, epoch + 1, in one
    compare-and-set write (:func:`raftflow.stores.catalog.reassign`).
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from raftflow.engine.shards.deployment import Shard, Shards
 from raftflow.engine.shards.partitions import key_route, partition_of
 from raftflow.stores import catalog as catalogs
-from raftflow.stores import moves
+from raftflow.stores import moves, placement
 
 from raftflow.errors import ConfigurationError
 
@@ -66,11 +68,15 @@ def move_partitions(
         raise ConfigurationError(f"no cluster {to!r} in the URL (it has {sorted(names)})")
     moved: dict[str, int] = {}
     rows = 0
+    target = names[to].store
+    target.run(placement.arrived(wanted))
     for shard in shards:
         if shard.name == to:
             continue
         leaving = {p for p in wanted if catalog.assignment[p] == shard.name}
-        if leaving:
+        if leaving:  # fenced first: a start that arrives during the copy is refused
+            fence = placement.moved_away(shard.store.clock, sorted(leaving), to, catalog.epoch + 1)
+            shard.store.run(fence)
             count, copied = _copy(shard, names[to], leaving, catalog.partitions, batch)
             moved[shard.name], rows = count, rows + copied
     if any(catalog.assignment[p] != to for p in wanted):

@@ -2,7 +2,8 @@
 sleeping, waiting for a signal -- and finished ones, a cron schedule and rate-limit
 reservations move with their partitions; the workers, started again on the URL that lists
 the new cluster, finish what was in flight; nothing is left where it was; a move run
-again does nothing; a move refuses executions a worker holds."""
+again does nothing; a move refuses executions a worker holds; a process still on the
+catalog before the move cannot start executions where their partition was."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from raftflow.engine.shards.move import move_partitions
 
 from raftflow import ConfigurationError, Engine, RateLimit, Status
+from raftflow.errors import StaleCatalogError
 from tests.support import wait_until
 
 FILES = ("a.db", "b.db", "c.db")
@@ -152,3 +154,41 @@ def test_a_move_refuses_executions_a_worker_holds(tmp_path: Path) -> None:
     finally:
         release.set()
         engine.close()
+
+
+def test_a_process_on_the_catalog_before_a_move_cannot_start_where_the_partition_was(
+    tmp_path: Path,
+) -> None:
+    """Without the partition fence (migration 17) the stale process's starts succeeded on
+    the cluster the partition left: out of reach of every process on the new catalog."""
+    stale = Engine.from_url(url(tmp_path, 3))  # reads the catalog now, before the move
+    flows = define(stale)
+    mover = Engine.from_url(url(tmp_path, 3))
+    try:
+        first, new = stale.shards.shards[0].name, stale.shards.shards[2].name
+        leaving = mover.shards.catalog.partitions_of(first)  # type: ignore[union-attr]
+        move_partitions(mover.shards, leaving, new)
+        moved = [i for i in (f"late-{n}" for n in range(40)) if stale.shards.of(i).name == first]
+        assert moved
+        with pytest.raises(StaleCatalogError, match="restart it"):
+            stale.start(flows["finished"], 1, execution_id=moved[0])
+        with pytest.raises(StaleCatalogError):  # the start with a read (debounced): fenced too
+            stale.start(flows["finished"], 2, execution_id=moved[1], debounce=0.5)
+        old = tmp_path / FILES[0]
+        assert not ids_in(old, "SELECT id FROM executions") & set(moved[:2])
+        assert not ids_in(old, "SELECT group_id FROM messages") & set(moved[:2])
+
+        fresh = Engine.from_url(url(tmp_path, 3))  # on the new catalog: starts it there
+        try:
+            flows = define(fresh)
+            fresh.start(flows["finished"], 1, execution_id=moved[0])
+            assert moved[0] in ids_in(tmp_path / FILES[2], "SELECT id FROM executions")
+            other = next(
+                i for i in (f"stays-{n}" for n in range(40)) if fresh.shards.of(i).name != new
+            )
+            stale.start(flows["finished"], 3, execution_id=other)  # other partitions: as before
+        finally:
+            fresh.close()
+    finally:
+        mover.close()
+        stale.close()

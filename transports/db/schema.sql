@@ -1,4 +1,4 @@
--- raftflow's schema at version 16: what a database migrated from zero holds.
+-- raftflow's schema at version 17: what a database migrated from zero holds.
 -- Generated from transports/db/migrations/ (python -m raftflow.transports.db.schema_file
 -- > transports/db/schema.sql, or `make schema`); never applied, never edited by hand.
 
@@ -53,6 +53,14 @@ CREATE TABLE messages (
   attempts     INTEGER NOT NULL DEFAULT 0,         -- how many times it was claimed
   dedup_key    TEXT                                -- idempotency key of the publish
 , lane TEXT);
+
+-- table: moved_partitions
+CREATE TABLE moved_partitions (
+  partition  INTEGER PRIMARY KEY,
+  cluster    TEXT NOT NULL,
+  epoch      INTEGER NOT NULL,
+  moved_at   REAL NOT NULL
+);
 
 -- table: outbox
 CREATE TABLE outbox (
@@ -263,6 +271,9 @@ CREATE VIEW limit_gates AS SELECT NULL AS id;
 
 -- view: limit_opens
 CREATE VIEW limit_opens AS SELECT NULL AS key, NULL AS max;
+
+-- view: partition_fence
+CREATE VIEW partition_fence AS SELECT NULL AS partition;
 
 -- view: schedule_fires
 CREATE VIEW schedule_fires AS SELECT
@@ -560,6 +571,13 @@ BEGIN
     SELECT id, 'cancel', NEW.id, NULL, NEW.updated_at FROM remote_children
     WHERE parent_id = NEW.id AND status NOT IN ('succeeded', 'failed', 'cancelled')
     ON CONFLICT (target, kind, source) DO NOTHING;
+END;
+
+-- trigger: partition_fence_check
+CREATE TRIGGER partition_fence_check INSTEAD OF INSERT ON partition_fence
+WHEN EXISTS (SELECT 1 FROM moved_partitions WHERE partition = NEW.partition)
+BEGIN
+  SELECT RAISE(ABORT, 'raftflow: partition moved');
 END;
 
 -- trigger: raftflow_schema_next
