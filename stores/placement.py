@@ -38,7 +38,9 @@ def fence(partition_of: PartitionOf, execution_id: str) -> tuple[Statement, ...]
 
 def refuse_moved(response: Response, execution_id: str) -> None:
     """Raise :class:`~raftflow.errors.StaleCatalogError` if the fence refused the start."""
-    if any(r.error is not None and "raftflow: partition moved" in r.error for r in response):
+    if any(
+        r.error is not None and "raftflow: partition moved" in r.error for r in response.results
+    ):
         raise StaleCatalogError(
             f"execution {execution_id!r} was not started: its partition has moved to "
             "another cluster since this process read the deployment's catalog (restart it "
