@@ -46,6 +46,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from raftflow.engine.runtime.run import MAX_SHARDED_POLL, idle_poll_cap
+from raftflow.engine.runtime.worker import WorkerOptions
+
 from bench.report import _num, _table
 from bench.settings import RESULTS
 
@@ -59,7 +62,7 @@ class Measured:
     raft_per_step: float
     leader_cpu_per_write: float  # seconds, an unbatched write
     worker_cpu_per_step: float  # seconds
-    idle_requests_per_s: float  # per worker per cluster
+    idle_requests_per_s: float  # per worker, on one cluster
     leader_cpu_per_idle_request: float  # seconds (with the node's own idle CPU: an upper bound)
     connect_catalog_entries: float
     connect_other_entries: float
@@ -76,10 +79,16 @@ class Measured:
                     f"{path}: not the JSON of a `python -m bench --shards` run ({exc!r})"
                 ) from None
         clusters = [c for run in runs for c in run["workload"]["per_cluster"] if c["steps"]]
-        idle = [c for run in runs for c in run["idle"]["per_cluster"] if c["requests_workers"]]
+        idle = [  # one cluster's: the sharded spread is applied per N by the model
+            c
+            for run in runs
+            if run["clusters"] == 1
+            for c in run["idle"]["per_cluster"]
+            if c["requests_workers"]
+        ]
         sharded = [run for run in runs if run["clusters"] > 1]
         if not clusters or not idle or not sharded:
-            raise SystemExit("the runs given hold no loaded cluster, idle window or N > 1")
+            raise SystemExit("the runs given hold no loaded cluster, idle window at N = 1 or N > 1")
         connects = [list(run["connect"]["per_cluster"].values()) for run in sharded]
         measured = cls(
             runs=len(paths),
@@ -156,7 +165,8 @@ def project(m: Measured, a: Assumed) -> list[dict[str, Any]]:
         per_step = m.leader_cpu_per_step + cross * m.leader_cpu_per_write
         steps = n * a.leader_cores / per_step / skew[n]
         workers = math.ceil(steps * m.worker_cpu_per_step / a.worker_cores)
-        polls = workers * m.idle_requests_per_s  # per leader, every worker on every cluster
+        # per leader, every worker on every cluster, its idle polls spread over them
+        polls = workers * m.idle_requests_per_s * idle_spread(n)
         catalog_cpu = (
             a.process_starts * (m.connect_catalog_entries * m.leader_cpu_per_write) / a.leader_cores
         )
@@ -197,7 +207,7 @@ def render(m: Measured, a: Assumed, rows: Sequence[dict[str, Any]]) -> str:
         f"at {a.leader_cores:g} core; {m.raft_per_step:.3f} Raft entries/step; leader CPU "
         f"{m.leader_cpu_per_write * 1e3:.2f} ms per unbatched write; worker CPU "
         f"{m.worker_cpu_per_step * 1e3:.3f} ms/step; idle: {m.idle_requests_per_s:.1f} "
-        f"requests/s per worker per cluster, {m.leader_cpu_per_idle_request * 1e3:.2f} ms "
+        f"requests/s per worker on one cluster, {m.leader_cpu_per_idle_request * 1e3:.2f} ms "
         f"leader CPU each; a connect: {m.connect_catalog_entries:g} Raft entries on the "
         f"catalog's cluster, {m.connect_other_entries:g} on each other; list(): "
         f"{m.list_seconds_per_cluster * 1e3:.1f} ms per cluster",
@@ -249,6 +259,19 @@ def render(m: Measured, a: Assumed, rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def idle_spread(clusters: int) -> float:
+    """What a worker's idle polls of one cluster come to on ``clusters``, against one
+    cluster's (engine/runtime/run.py's spread)."""
+    base = WorkerOptions.max_poll_interval
+    return base / idle_poll_cap(base, clusters)
+
+
+def spread_capped() -> int:
+    """The fewest clusters on which each is polled at most once a second."""
+    base = WorkerOptions.max_poll_interval
+    return next(n for n in range(1, 10_000) if idle_poll_cap(base, n) >= MAX_SHARDED_POLL)
+
+
 def bounds(a: Assumed, rows: Sequence[dict[str, Any]]) -> list[str]:
     """Where it stops scaling, in words, from the rows."""
     uneven = [r["clusters"] for r in rows if a.partitions % r["clusters"]]
@@ -275,9 +298,11 @@ def bounds(a: Assumed, rows: Sequence[dict[str, Any]]) -> list[str]:
         f"{last['lost_to_sends']:.0%} of the throughput there.",
         f"- workers: N = {last['clusters']} needs {last['worker_cores']:,.0f} worker cores "
         f"({last['worker_processes']} processes); given every cluster, each of them polls "
-        f"every cluster while idle: {last['idle_polls_per_s_per_leader']:,} weak reads/s per "
+        "every cluster while idle, spread (each cluster at most once a second from N = "
+        f"{spread_capped()}): {last['idle_polls_per_s_per_leader']:,} weak reads/s per "
         f"leader ({last['idle_polls_leader_core_percent']}% of a core, an upper bound: with "
-        f"the node's own idle CPU), growing with N: half a core at N ~ {half_core:,.0f}. Give "
+        f"the node's own idle CPU), growing with the workers, so with N: half a core at N ~ "
+        f"{half_core:,.0f}. Give "
         "each worker the clusters of its own machines instead: the polls per leader then "
         "stay what one machine's workers send.",
         f"- the catalog: every process start reads it (strongly) on the first cluster and "
