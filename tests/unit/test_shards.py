@@ -386,3 +386,43 @@ def test_a_sharded_worker_runs_once_per_cluster_with_the_spread_cap(engine: Engi
         runs = worker._runs
         assert [run.shard for run in runs] == [shard.name for shard in engine.shards]
         assert [run.max_poll for run in runs] == [pytest.approx(0.1)] * 2
+
+
+def test_a_busy_cluster_does_not_starve_another_of_the_workers_slots(engine: Engine) -> None:
+    """Each cluster's run has its own ``concurrency`` slots: executions of one cluster that
+    hold every slot they can get leave the other cluster's execution free to run."""
+    release = threading.Event()
+
+    @engine.step
+    def blocks() -> None:
+        release.wait(60)
+
+    @engine.workflow
+    def busy() -> None:
+        blocks()
+
+    @engine.workflow
+    def quick(n: int) -> int:
+        return n
+
+    first, second = (shard.name for shard in engine.shards)
+    on = {
+        name: [i for i in (f"job-{n}" for n in range(200)) if engine.shards.of(i).name == name]
+        for name in (first, second)
+    }
+    try:
+        with engine.running_worker(concurrency=2):
+            busy_handles = [engine.start(busy, execution_id=i) for i in on[first][:6]]
+            started = lambda: sum(  # noqa: E731
+                engine.get(h.id).status() is Status.RUNNING for h in busy_handles
+            )
+            deadline = time.monotonic() + 30
+            while started() < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert started() == 2  # the first cluster's two slots are held
+            assert engine.start(quick, 7, execution_id=on[second][0]).result(timeout=30) == 7
+            assert not release.is_set() and started() == 2  # still held, all along
+            release.set()
+            assert [h.result(timeout=60) for h in busy_handles] == [None] * 6
+    finally:
+        release.set()
