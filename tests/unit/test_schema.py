@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from raftflow.transports.db.database import Database, open_database
-from raftflow.transports.db.flow import Statement
+from raftflow.transports.db.flow import Request, Statement
 from raftflow.transports.db.schema import (
     LATEST,
     MIGRATIONS,
@@ -29,7 +29,7 @@ from raftflow.transports.db.schema import (
 
 from raftflow import Engine, SchemaOutdatedError, SchemaTooNewError, Status
 from raftflow.errors import StatementError
-from tests.support import execute, rows
+from tests.support import execute, recorded, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -216,3 +216,19 @@ def test_schema_sql_is_what_the_migrations_make() -> None:
 
     checked_in = (ROOT / "transports" / "db" / "schema.sql").read_text()
     assert checked_in == render(), "transports/db/schema.sql is stale: run `make schema`"
+
+
+def test_a_connect_to_an_up_to_date_database_reads_its_version_weakly(tmp_path: Path) -> None:
+    """A process's connect costs no Raft entry on a database at this code's version (a
+    weak read: it lags, never leads); an older or empty one is read again through the log
+    (``strong``) before anything is migrated or refused."""
+    database = open_database(f"sqlite:///{tmp_path / 'levels.db'}")
+    try:
+        sent: list[Request] = []
+        database.run(recorded(ensure(False), sent))  # empty: initialized
+        assert [r.level for r in sent[:2]] == ["weak", "strong"] and len(sent) > 2
+        sent.clear()
+        assert database.run(recorded(ensure(False), sent)) == []
+        assert [r.level for r in sent] == ["weak"]
+    finally:
+        database.close()

@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 
 from raftflow.transports.db.catalogue import parse
-from raftflow.transports.db.flow import Flow, Request, Response, Statement
+from raftflow.transports.db.flow import Flow, ReadLevel, Request, Response, Statement
 
 from raftflow.errors import (
     ConfigurationError,
@@ -128,9 +128,9 @@ class SchemaState:
     empty: bool
 
 
-def read_state() -> Flow[SchemaState]:
-    """The database's schema version: one read, through the Raft log (``strong``: right
-    after a cluster restart a weak read can miss tables that exist)."""
+def read_state(level: ReadLevel = "strong") -> Flow[SchemaState]:
+    """The database's schema version: one read, through the Raft log by default
+    (``strong``: right after a cluster restart a weak read can miss tables that exist)."""
     names = ", ".join(f"'{t}'" for t in _CORE_TABLES)
     probe = Statement(
         "schema.probe",
@@ -143,7 +143,7 @@ def read_state() -> Flow[SchemaState]:
     version = Statement(
         "schema.version", "SELECT COALESCE(MAX(version), 0) AS version FROM raftflow_schema"
     )
-    response = yield Request((probe, version), transaction=False, level="strong")
+    response = yield Request((probe, version), transaction=False, level=level)
     row = response[0].first() if response[0].error is None else None
     if row is None:
         response.raise_for_errors()
@@ -224,6 +224,14 @@ def ensure(
     """Make sure the database runs this code's schema: initialize an empty one, migrate an
     older one when ``auto_migrate``, refuse otherwise (see the module docstring)."""
     latest = migrations[-1].version
+    # Weak first (no Raft entry: a process's connect costs none on an up-to-date database).
+    # A weak read can lag but never leads -- a leader applies only committed entries and
+    # versions only grow -- so the latest version, or a newer one, read weakly is so; an
+    # older one, or none, is read again through the log before anything is done about it.
+    state = yield from read_state("weak")
+    _refuse_newer(state, latest)
+    if state.version == latest:
+        return []
     state = yield from read_state()
     _refuse_newer(state, latest)
     if state.version == latest:
