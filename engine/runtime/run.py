@@ -243,7 +243,7 @@ class WorkerRun:
             "worker %s started%s (concurrency %d)", self.worker_id, where, self.options.concurrency
         )
         try:
-            await self.store.run(self.store.clock.now())  # sync the clock first
+            on_ready = await self._reach(on_ready)
             self.served.local.add(self)
             if on_ready is not None:
                 on_ready()
@@ -254,6 +254,27 @@ class WorkerRun:
             await self._drain()
         finally:
             await self._close(background)
+
+    async def _reach(self, on_ready: Callable[[], None] | None) -> Callable[[], None] | None:
+        """Sync the clock before the first claim. A cluster out of reach is waited for,
+        as a claim that fails is retried: the run counts as ready meanwhile (``on_ready``
+        called; None returned), so that a sharded worker's other clusters are served --
+        one cluster down does not stop them."""
+        while not self.stopping.is_set():
+            try:
+                await self.store.run(self.store.clock.now())
+                return on_ready
+            except FATAL_ERRORS:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "worker %s: cannot reach its cluster, retrying: %s", self.worker_id, exc
+                )
+                if on_ready is not None:
+                    on_ready()
+                    on_ready = None
+                await self._until(self.stopping, self.options.retry_delay)
+        return on_ready
 
     async def _close(self, background: Sequence[asyncio.Task[None]]) -> None:
         tasks = list(background)

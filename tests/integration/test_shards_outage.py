@@ -1,0 +1,51 @@
+"""One cluster of a sharded deployment down does not stop a worker on the others: two
+real rqlite clusters (one node each), the second stopped before the worker starts. The
+worker serves the first cluster while the second is down, then the second's executions
+once its node is back. Before, when the second cluster's clock was due a sync, its run
+failed its first request (the sync) and the worker stopped on every cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from raftflow.transports.rqlite.local import LocalCluster
+
+from raftflow import Engine
+
+
+def test_a_worker_serves_the_clusters_it_reaches_while_one_is_down(
+    rqlite_cluster_factory: Callable[..., LocalCluster],
+) -> None:
+    first, second = rqlite_cluster_factory(1), rqlite_cluster_factory(1)
+    engine = Engine.from_url(f"{first.url};{second.url}", retry_timeout=2.0)
+    try:
+
+        @engine.step
+        def double(n: int) -> int:
+            return 2 * n
+
+        @engine.workflow
+        def job(n: int) -> int:
+            return double(n) + double(n)
+
+        names = [shard.name for shard in engine.shards]
+        on = {
+            name: [i for i in (f"job-{n}" for n in range(200)) if engine.shards.of(i).name == name]
+            for name in names
+        }
+        # Started while both are up, run by no worker yet: they wait on the second cluster.
+        waiting = [engine.start(job, n, execution_id=i) for n, i in enumerate(on[names[1]][:3])]
+        (node,) = second.nodes
+        second.stop_node(node)
+        # As 30 s after its last request there: the worker's first one must sync its clock.
+        clock = engine.shards.shards[1].store.clock
+        clock._synced_at = float("-inf")  # type: ignore[attr-defined]
+        with engine.running_worker(concurrency=4, retry_delay=0.2):
+            reached = [engine.start(job, n, execution_id=i) for n, i in enumerate(on[names[0]][:3])]
+            assert [h.result(timeout=60) for h in reached] == [0, 4, 8]
+            second.start_node(node)
+            assert [h.result(timeout=60) for h in waiting] == [0, 4, 8]
+            later = engine.start(job, 5, execution_id=on[names[1]][3])
+            assert later.result(timeout=60) == 20
+    finally:
+        engine.close()
