@@ -28,10 +28,12 @@ SQL = load("raftflow.stores", "catalog.sql", "catalog")
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """A cluster's name and the name of the cluster that holds its catalog."""
+    """A cluster's name, the name of the cluster that holds its catalog, and its
+    deployment's id (None for a deployment created before migration 17)."""
 
     name: str
     catalog: str
+    deployment: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,22 +58,23 @@ def identity(clock: Clock, *, strong_if_empty: bool = True) -> Flow[Identity | N
     """The cluster's identity, None for a cluster no deployment has named (read again at
     ``strong`` level when the weak read finds none, unless told not to)."""
     rows = yield from read(SQL("identity", {}), strong_if_empty=strong_if_empty)
-    return None if not rows else Identity(str(rows[0]["name"]), str(rows[0]["catalog"]))
+    return None if not rows else _identity(rows[0])
 
 
-def claim_identity(clock: Clock, name: str, catalog: str) -> Flow[Identity]:
-    """Name the cluster ``name`` in ``catalog``'s deployment, unless it has a name: the
-    identity it has after the write (another's, if it had one)."""
+def claim_identity(clock: Clock, name: str, catalog: str, deployment: str | None) -> Flow[Identity]:
+    """Name the cluster ``name`` in ``catalog``'s deployment (whose id is ``deployment``),
+    unless it has a name: the identity it has after the write (another's, if it had one)."""
     now = yield from clock.now()
-    response = yield Request(
-        (
-            SQL("claim_identity", {"name": name, "catalog": catalog, "now": now}),
-            SQL("identity", {}),
-        ),
-        level="strong",
+    params = {"name": name, "catalog": catalog, "deployment": deployment, "now": now}
+    response = yield Request((SQL("claim_identity", params), SQL("identity", {})), level="strong")
+    return _identity(response.raise_for_errors()[1].dicts()[0])
+
+
+def _identity(row: dict[str, Any]) -> Identity:
+    deployment = row.get("deployment")
+    return Identity(
+        str(row["name"]), str(row["catalog"]), None if deployment is None else str(deployment)
     )
-    row = response.raise_for_errors()[1].dicts()[0]
-    return Identity(str(row["name"]), str(row["catalog"]))
 
 
 def catalog(clock: Clock) -> Flow[Catalog | None]:

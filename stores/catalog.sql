@@ -2,13 +2,13 @@
 -- transports/db/migrations/0014_shards.sql). Times are parameters (transports/queue.sql).
 
 -- name: identity
-SELECT name, catalog FROM shard_identity WHERE id = 1;
+SELECT name, catalog, deployment FROM shard_identity WHERE id = 1;
 
 -- name: claim_identity
 -- Written once: a cluster that has a name keeps it (a second deployment's claim changes
 -- nothing, and the read that follows shows the name it has).
-INSERT INTO shard_identity (id, name, catalog, created_at)
-VALUES (1, :name, :catalog, :now) ON CONFLICT (id) DO NOTHING;
+INSERT INTO shard_identity (id, name, catalog, deployment, created_at)
+VALUES (1, :name, :catalog, :deployment, :now) ON CONFLICT (id) DO NOTHING;
 
 -- name: catalog
 SELECT partitions, epoch, assignment FROM shard_catalog WHERE id = 1;

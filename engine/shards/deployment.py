@@ -16,6 +16,7 @@ every later one checks that the URL lists the same deployment.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -146,9 +147,10 @@ def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int
     found = [store.run(catalogs.identity(store.clock)) for store in stores]
     taken = {identity.name for identity in found if identity is not None}
     first = found[0]
-    if first is None:  # the catalog's cluster: its own catalog's
+    if first is None:  # the catalog's cluster: its own catalog's, in a new deployment
         name = _free_name(1, taken)
-        first = stores[0].run(catalogs.claim_identity(stores[0].clock, name, name))
+        claim = catalogs.claim_identity(stores[0].clock, name, name, uuid.uuid4().hex)
+        first = stores[0].run(claim)
     home = first.catalog
     if first.name != home:
         raise ConfigurationError(
@@ -160,17 +162,19 @@ def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int
     taken.add(first.name)
     for position, (store, identity) in enumerate(zip(stores[1:], found[1:]), start=2):
         if identity is None:
-            identity = store.run(
-                catalogs.claim_identity(store.clock, _free_name(position, taken), home)
+            claim = catalogs.claim_identity(
+                store.clock, _free_name(position, taken), home, first.deployment
             )
+            identity = store.run(claim)
             taken.add(identity.name)
         identities.append(identity)
     for store, identity in zip(stores, identities):
-        if identity.catalog != home:
+        if identity.catalog != home or identity.deployment != first.deployment:
             raise ConfigurationError(
-                f"the cluster at {store.database.identity} is {identity.name!r} of the "
-                f"deployment whose catalog is on {identity.catalog!r}, not {home!r}: list "
-                "the clusters of one deployment, the catalog's first"
+                f"the cluster at {store.database.identity} is {identity.name!r} of another "
+                f"deployment than the first cluster's (its catalog on {identity.catalog!r}, "
+                f"id {identity.deployment}; the first's on {home!r}, id "
+                f"{first.deployment}): list the clusters of one deployment, the catalog's first"
             )
     names = [identity.name for identity in identities]
     if len(set(names)) != len(names):

@@ -87,6 +87,21 @@ def test_the_first_process_writes_the_catalog_and_the_next_reads_it(tmp_path: Pa
         open_shards(urls(tmp_path, 2), 1 << 20, None, {})
 
 
+def test_a_url_that_mixes_two_deployments_is_refused(tmp_path: Path) -> None:
+    """Every deployment names its clusters ``shard-1``, ``shard-2``...: told apart by their
+    names only, the first cluster of one and the second of another were taken for one
+    deployment (routing partitions to a cluster that was not theirs). Each deployment now
+    has an id, drawn when it is created, in every cluster's identity."""
+    one = [f"sqlite:///{tmp_path / f'one{i}.db'}" for i in range(2)]
+    two = [f"sqlite:///{tmp_path / f'two{i}.db'}" for i in range(2)]
+    for url in (one, two):
+        open_shards(";".join(url), 1 << 20, None, {}).close()
+    with pytest.raises(ConfigurationError, match="of another deployment"):
+        open_shards(f"{one[0]};{two[1]}", 1 << 20, None, {})
+    again = open_shards(";".join(one), 1 << 20, None, {})  # its own clusters: as before
+    again.close()
+
+
 def test_a_new_deployment_refuses_a_cluster_that_holds_executions(tmp_path: Path) -> None:
     with Engine.from_url(f"sqlite:///{tmp_path / 'shard1.db'}") as plain:
 

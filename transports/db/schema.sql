@@ -113,7 +113,7 @@ CREATE TABLE shard_identity (
   name       TEXT NOT NULL,                 -- this cluster's name in its catalog
   catalog    TEXT NOT NULL,                 -- the name of the cluster holding the catalog
   created_at REAL NOT NULL
-);
+, deployment TEXT);
 
 -- table: signals
 CREATE TABLE signals (
