@@ -16,13 +16,15 @@ every later one checks that the URL lists the same deployment.
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from raftflow.engine.shards.partitions import partition_of
+from raftflow.engine.shards.unreached import open_unreached_pair, place_unreached
 from raftflow.stores import catalog as catalogs
-from raftflow.stores.catalog import Catalog
+from raftflow.stores.catalog import Catalog, Identity
 from raftflow.stores.rqlite import RqliteStore
 from raftflow.stores.store import SqlStore
 from raftflow.transports.db.database import ConnectOptions, scheme_of
@@ -30,7 +32,9 @@ from raftflow.transports.rqlite import RqliteTransport
 from raftflow.transports.rqlite.urls import masked, split_clusters
 from raftflow.transports.transport import SqlTransport
 
-from raftflow.errors import ConfigurationError
+from raftflow.errors import ConfigurationError, UnavailableError
+
+log = logging.getLogger("raftflow.shards")
 
 #: Partitions of a new deployment: many more than it will ever have clusters, so that
 #: moving partitions evens the load out (a partition is the unit that moves).
@@ -125,25 +129,48 @@ def open_shards(
     partitions: int | None = None,
 ) -> Shards:
     """Open every cluster of ``url`` (each schema checked as :func:`open_pair` does) and,
-    for several, the deployment's catalog (written by the first process to open it)."""
+    for several, the deployment's catalog (written by the first process to open it). A
+    cluster other than the first that does not answer is opened unchecked when the
+    catalog tells which it is (:mod:`~raftflow.engine.shards.unreached`)."""
     urls = shard_urls(url)
-    opened: list[tuple[SqlTransport, SqlStore]] = []
+    opened: list[tuple[SqlTransport, SqlStore] | None] = []
     try:
-        for one in urls:
-            opened.append(open_pair(one, max_payload_bytes, auto_migrate, options))
-        if len(opened) == 1:
+        for position, one in enumerate(urls):
+            try:
+                opened.append(open_pair(one, max_payload_bytes, auto_migrate, options))
+            except UnavailableError as exc:
+                if position == 0 or scheme_of(one) != "rqlite":
+                    raise
+                log.warning("cluster %s is out of reach: %s", masked(str(one)), exc)
+                opened.append(None)
+        if len(opened) == 1 and opened[0] is not None:
             return Shards([Shard("", *opened[0])], None)
-        return _deployment(opened, partitions)
+
+        def unreached(position: int, expected: Identity) -> tuple[SqlTransport, SqlStore]:
+            pair = open_unreached_pair(
+                urls[position], expected, max_payload_bytes, auto_migrate, options
+            )
+            opened[position] = pair
+            return pair
+
+        return _deployment(opened, partitions, urls, unreached)
     except BaseException:
-        for transport, _store in opened:
-            transport.close()
+        for pair in opened:
+            if pair is not None:
+                pair[0].close()
         raise
 
 
-def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int | None) -> Shards:
+def _deployment(
+    opened: Sequence[tuple[SqlTransport, SqlStore] | None],
+    partitions: int | None,
+    urls: Sequence[str | Sequence[str]],
+    unreached: Callable[[int, Identity], tuple[SqlTransport, SqlStore]],
+) -> Shards:
     """Name the clusters (those not named yet), check they form one deployment, and read
     (or write) its catalog."""
-    stores = [store for _transport, store in opened]
+    reached = [(position, pair) for position, pair in enumerate(opened) if pair is not None]
+    stores = [store for _position, (_transport, store) in reached]
     found = [store.run(catalogs.identity(store.clock)) for store in stores]
     taken = {identity.name for identity in found if identity is not None}
     first = found[0]
@@ -160,10 +187,10 @@ def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int
         )
     identities = [first]
     taken.add(first.name)
-    for position, (store, identity) in enumerate(zip(stores[1:], found[1:]), start=2):
+    for (position, (_transport, store)), identity in zip(reached[1:], found[1:]):
         if identity is None:
             claim = catalogs.claim_identity(
-                store.clock, _free_name(position, taken), home, first.deployment
+                store.clock, _free_name(position + 1, taken), home, first.deployment
             )
             identity = store.run(claim)
             taken.add(identity.name)
@@ -180,7 +207,10 @@ def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int
     if len(set(names)) != len(names):
         raise ConfigurationError(f"a cluster is listed twice: {names}")
     catalog = stores[0].run(catalogs.catalog(stores[0].clock))
+    silent = [position for position, pair in enumerate(opened) if pair is None]
     if catalog is None:
+        if silent:
+            raise UnavailableError("a new deployment needs every cluster it lists to answer")
         _check_empty(stores)
         catalog = stores[0].run(
             catalogs.create_catalog(
@@ -193,11 +223,16 @@ def _deployment(opened: Sequence[tuple[SqlTransport, SqlStore]], partitions: int
             f"not {partitions}"
         )
     missing = sorted(set(catalog.assignment) - set(names))
+    shards = [Shard(name, *pair) for name, (_position, pair) in zip(names, reached)]
+    placed = place_unreached(silent, missing, urls) if silent else {}
+    for position, name in placed.items():
+        pair = unreached(position, Identity(name, home, first.deployment))
+        shards.insert(position, Shard(name, *pair))
+    missing = [name for name in missing if name not in placed.values()]
     if missing:
         raise ConfigurationError(
             f"the catalog assigns partitions to {missing}, which the URL does not list"
         )
-    shards = [Shard(name, transport, store) for name, (transport, store) in zip(names, opened)]
     return Shards(shards, catalog)
 
 

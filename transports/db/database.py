@@ -16,7 +16,7 @@ both agree on time; for SQLite sharing the connection too, which the twin never 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypedDict, TypeVar
 
@@ -59,9 +59,21 @@ class ConnectOptions(TypedDict, total=False):
 
 
 @dataclass(eq=False)
+class FirstUse:
+    """A check run before a database's first request, until it passes once: a cluster of
+    a sharded deployment that was out of reach when the deployment was opened is checked
+    (its identity, its schema) as soon as it answers, before anything else is sent to it.
+    Shared by a database and its async twin."""
+
+    check: Callable[[], Flow[None]]
+    passed: bool = False
+
+
+@dataclass(eq=False)
 class _Database(Generic[C]):
     connection: C
     clock: Clock
+    first_use: FirstUse | None = None
 
     @property
     def identity(self) -> str:
@@ -82,11 +94,15 @@ class Database(_Database[Connection]):
 
     def run(self, flow: Flow[T]) -> T:
         """Run an I/O-free flow over this connection."""
+        first = self.first_use
+        if first is not None and not first.passed:
+            run_flow(self.connection, first.check())
+            first.passed = True
         return run_flow(self.connection, flow)
 
     def to_async(self) -> AsyncDatabase:
         """The async twin on the same database and clock (not yet used: nothing is sent)."""
-        return AsyncDatabase(self.connection.to_async(), self.clock)
+        return AsyncDatabase(self.connection.to_async(), self.clock, self.first_use)
 
     def close(self) -> None:
         self.connection.close()
@@ -97,6 +113,10 @@ class AsyncDatabase(_Database[AsyncConnection]):
 
     async def run(self, flow: Flow[T]) -> T:
         """Run an I/O-free flow over this connection."""
+        first = self.first_use
+        if first is not None and not first.passed:
+            await arun_flow(self.connection, first.check())
+            first.passed = True
         return await arun_flow(self.connection, flow)
 
     async def close(self) -> None:
@@ -145,6 +165,18 @@ def open_database(url: str | Sequence[str], **options: Unpack[ConnectOptions]) -
     _no_options("sqlite", options)
     assert isinstance(url, str)
     return Database(connect_url(url), clock or LocalClock())
+
+
+def open_unreached(
+    url: str | Sequence[str], first_use: FirstUse, **options: Unpack[ConnectOptions]
+) -> Database:
+    """A database for an rqlite ``url`` that did not answer: nothing is sent until its
+    first request, which ``first_use`` precedes (:func:`open_database` waits for it)."""
+    check_connect_options(options)
+    from raftflow.transports.rqlite.client import connect
+
+    clock = options.pop("clock", None) or ClusterClock(QUERIES("clock"))
+    return Database(connect(url, wait=False, **options), clock, first_use)
 
 
 async def aopen_database(

@@ -320,13 +320,15 @@ def _served_by(headers: Any) -> str | None:
 
 
 def connect(
-    url: str | Sequence[str], *, http: HttpLibrary = "raftflow", **options: Any
+    url: str | Sequence[str], *, http: HttpLibrary = "raftflow", wait: bool = True, **options: Any
 ) -> RqliteConnection:
     """Parse ``url`` (``options`` are :class:`RqliteConfig` fields), open a connection and
-    wait up to ``connect_timeout`` for a leader with a quorum; closed again on failure."""
+    wait up to ``connect_timeout`` for a leader with a quorum (unless not ``wait``);
+    closed again on failure."""
     connection = RqliteConnection(RqliteConfig.from_url(url, **options), http=http)
     try:
-        connection.wait_ready()
+        if wait:
+            connection.wait_ready()
     except BaseException:
         connection.close()
         raise
