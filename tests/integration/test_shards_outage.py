@@ -14,6 +14,28 @@ from raftflow.transports.rqlite.local import LocalCluster
 from raftflow import Engine, UnavailableError
 
 
+def define(engine: Engine) -> Any:
+    @engine.step
+    def double(n: int) -> int:
+        return 2 * n
+
+    @engine.workflow
+    def job(n: int) -> int:
+        return double(n) + double(n)
+
+    return job
+
+
+def ids_by_cluster(engine: Engine) -> dict[str, list[str]]:
+    """Execution ids that route to each cluster, in the order of its URL."""
+    return {
+        shard.name: [
+            i for i in (f"job-{n}" for n in range(200)) if engine.shards.of(i).name == shard.name
+        ]
+        for shard in engine.shards
+    }
+
+
 def test_a_worker_serves_the_clusters_it_reaches_while_one_is_down(
     rqlite_cluster_factory: Callable[..., LocalCluster],
 ) -> None:
@@ -22,34 +44,21 @@ def test_a_worker_serves_the_clusters_it_reaches_while_one_is_down(
     first, second = rqlite_cluster_factory(1), rqlite_cluster_factory(1)
     engine = Engine.from_url(f"{first.url};{second.url}", retry_timeout=2.0)
     try:
-
-        @engine.step
-        def double(n: int) -> int:
-            return 2 * n
-
-        @engine.workflow
-        def job(n: int) -> int:
-            return double(n) + double(n)
-
-        names = [shard.name for shard in engine.shards]
-        on = {
-            name: [i for i in (f"job-{n}" for n in range(200)) if engine.shards.of(i).name == name]
-            for name in names
-        }
+        job = define(engine)
+        up, down = ids_by_cluster(engine).values()
         # Started while both are up, run by no worker yet: they wait on the second cluster.
-        waiting = [engine.start(job, n, execution_id=i) for n, i in enumerate(on[names[1]][:3])]
+        waiting = [engine.start(job, n, execution_id=i) for n, i in enumerate(down[:3])]
         (node,) = second.nodes
         second.stop_node(node)
         # As 30 s after its last request there: the worker's first one must sync its clock.
         clock = engine.shards.shards[1].store.clock
         clock._synced_at = float("-inf")  # type: ignore[attr-defined]
         with engine.running_worker(concurrency=4, retry_delay=0.2):
-            reached = [engine.start(job, n, execution_id=i) for n, i in enumerate(on[names[0]][:3])]
+            reached = [engine.start(job, n, execution_id=i) for n, i in enumerate(up[:3])]
             assert [h.result(timeout=60) for h in reached] == [0, 4, 8]
             second.start_node(node)
             assert [h.result(timeout=60) for h in waiting] == [0, 4, 8]
-            later = engine.start(job, 5, execution_id=on[names[1]][3])
-            assert later.result(timeout=60) == 20
+            assert engine.start(job, 5, execution_id=down[3]).result(timeout=60) == 20
     finally:
         engine.close()
 
@@ -64,27 +73,10 @@ def test_a_process_opens_the_deployment_while_one_cluster_is_down(
     first, second = rqlite_cluster_factory(1), rqlite_cluster_factory(1)
     url = f"{first.url};{second.url}"
     creator = Engine.from_url(url)
-    on = {
-        shard.name: [
-            i for i in (f"job-{n}" for n in range(200)) if creator.shards.of(i).name == shard.name
-        ]
-        for shard in creator.shards
-    }
     names = [shard.name for shard in creator.shards]
-
-    def define(engine: Engine) -> Any:
-        @engine.step
-        def double(n: int) -> int:
-            return 2 * n
-
-        @engine.workflow
-        def job(n: int) -> int:
-            return double(n) + double(n)
-
-        return job
-
+    up, down = ids_by_cluster(creator).values()
     job = define(creator)
-    waiting = [creator.start(job, n, execution_id=i) for n, i in enumerate(on[names[1]][:3])]
+    waiting = [creator.start(job, n, execution_id=i) for n, i in enumerate(down[:3])]
     creator.close()
     (node,) = second.nodes
     second.stop_node(node)
@@ -94,12 +86,12 @@ def test_a_process_opens_the_deployment_while_one_cluster_is_down(
         assert [shard.name for shard in engine.shards] == names  # the silent one placed
         job = define(engine)
         with engine.running_worker(concurrency=4, retry_delay=0.2):
-            reached = [engine.start(job, n, execution_id=i) for n, i in enumerate(on[names[0]][:3])]
+            reached = [engine.start(job, n, execution_id=i) for n, i in enumerate(up[:3])]
             assert [h.result(timeout=60) for h in reached] == [0, 4, 8]
             with pytest.raises(UnavailableError):  # its cluster is down: refused, not lost
-                engine.start(job, 9, execution_id=on[names[1]][5])
+                engine.start(job, 9, execution_id=down[5])
             second.start_node(node)
             assert [engine.get(h.id).result(timeout=60) for h in waiting] == [0, 4, 8]
-            assert engine.start(job, 5, execution_id=on[names[1]][3]).result(timeout=60) == 20
+            assert engine.start(job, 5, execution_id=down[3]).result(timeout=60) == 20
     finally:
         engine.close()
