@@ -7,16 +7,15 @@ timed ones one after another, each ``engine.start(...).result()``, and records a
 ``perf_counter_ns`` timestamp at each hop (by wrapping the engine's functions here: the
 engine's code is not changed). It prints the median microseconds from each hop to the next,
 every wire request made between ``start()`` and ``result()``'s return (by thread and
-endpoint, and whether it is a write), and, beside the run, the floor (bench/floor.py).
+endpoint), the floor (bench/floor.py) measured after them, and what the same two requests
+take alone, sent again through a floor client (bench/replay_writes.py).
 
-The hops, in order::
-
-    start() called -> the start's request sent (the wire driver entered) -> its reply
-    -> the worker adopts it (start's thread) -> start() returns -> result() called
-    -> the worker's loop runs the adoption -> the turn's task begins -> the workflow
-    function entered -> the step ran -> the commit handed to the host -> the commit's
-    request sent -> its reply -> the waiters told (release) -> result() woken
-    -> result() returns
+The hops, in order: ``start()`` called; its request: the driver entered, the bytes built,
+the reply's bytes in, the reply returned; the worker adopts the execution (``start()``'s
+thread); ``start()`` returns; ``result()`` called; the worker's loop runs the adoption; the
+turn's task begins; the workflow function entered; the step ran; the commit handed to the
+host; its request (the same four marks); the waiters told (the turn's end); ``result()``
+woken; ``result()`` returns.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import json
 import statistics
 import threading
 import time
@@ -38,6 +38,7 @@ from raftflow.transports.rqlite.local import LocalCluster
 
 from bench.floor import SCHEMA as FLOOR_SCHEMA
 from bench.floor import floor_slice
+from bench.replay_writes import replay
 from raftflow import Engine
 
 #: Each timed execution's marks: (hop, ns), appended from any thread (list.append is atomic).
@@ -46,6 +47,10 @@ MARKS: list[tuple[str, int]] = []
 REQUESTS: list[tuple[str, str, bytes, int, int]] = []
 #: The framing's marks of a timed execution: (thread, what, ns).
 WIRE: list[tuple[str, str, int]] = []
+#: What each thread's request in flight is ("start", "commit" or "").
+PENDING: dict[str, str] = {}
+#: One execution's start and commit requests, and its start's reply (the replay's input).
+CAPTURED: dict[str, bytes] = {}
 recording = False
 
 
@@ -107,6 +112,15 @@ def _wire_call(original: Callable[..., Any], is_async: bool) -> Callable[..., An
     return scall
 
 
+def _kind_of(body: bytes) -> str:
+    """A request's kind by its first statement: a start, an outcome's commit, or other."""
+    if body.startswith(b'[["INSERT INTO executions'):
+        return "start"
+    if body.startswith(b'[["REPLACE INTO executions') and b"DELETE FROM messages" in body:
+        return "commit"
+    return ""
+
+
 def _wrap_framing() -> None:
     """The request's bytes built, and its reply's bytes in (the first read of them)."""
     request, feed = framing.Framing.request, framing.Framing.feed
@@ -115,11 +129,17 @@ def _wrap_framing() -> None:
         data: bytes = request(self, call, origin, authorization)
         if recording:
             WIRE.append((threading.current_thread().name, "bytes built", time.perf_counter_ns()))
+            kind = _kind_of(call.body or b"")
+            PENDING[threading.current_thread().name] = kind
+            if kind:
+                CAPTURED[kind] = data
         return data
 
     def fed(self: Any, data: bytes) -> Any:
         if recording:
             WIRE.append((threading.current_thread().name, "reply bytes in", time.perf_counter_ns()))
+            if PENDING.get(threading.current_thread().name) == "start":
+                CAPTURED["start reply"] = bytes(data)
         return feed(self, data)
 
     framing.Framing.request = built  # type: ignore[method-assign]
@@ -142,6 +162,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.probe_start_result", description=__doc__)
     parser.add_argument("--executions", type=int, default=400)
     parser.add_argument("--sync", action="store_true", help="a sync workflow and a sync step")
+    parser.add_argument(
+        "--replays", type=int, default=400, help="the two requests alone (bench/replay_writes.py)"
+    )
     args = parser.parse_args()
     instrument()
     global recording
@@ -193,9 +216,22 @@ def main() -> None:
             leader = cluster.leader().url
             httpx.post(leader + "/db/execute", json=[[FLOOR_SCHEMA]], timeout=30)
             floor = floor_slice(leader, 2.0)
+            reply = json.loads(CAPTURED["start reply"].split(b"\r\n\r\n", 1)[1])
+            alone = replay(
+                leader,
+                CAPTURED["start"],
+                int(reply["results"][-1]["last_insert_id"]),
+                CAPTURED["commit"],
+                args.replays,
+            )
         finally:
             engine.close()
     _print(args, per_hop, totals, requests, orders, floor)
+    print(
+        f"the same two requests alone ({args.replays} times, start then commit, "
+        f"through a floor client): start p50 {alone['start']:.0f} us, "
+        f"commit p50 {alone['commit']:.0f} us"
+    )
 
 
 def _collect(
