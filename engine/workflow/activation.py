@@ -266,7 +266,13 @@ class Activation(Staging):
 
     def end_turn(self, how: str) -> None:
         """Thread-safe: tell the worker this turn is over ("suspended" or "done")."""
-        self.host.loop.call_soon_threadsafe(self._end_turn, how)
+        loop = self.host.loop
+        if asyncio._get_running_loop() is loop:
+            # An async run, on the loop's own thread: the same callback in the same order,
+            # without a write to the loop's self-pipe (and the wake-up that reads it).
+            loop.call_soon(self._end_turn, how)
+        else:
+            loop.call_soon_threadsafe(self._end_turn, how)
 
     def _end_turn(self, how: str) -> None:
         if self.turn is not None and not self.turn.done():
