@@ -210,13 +210,17 @@ class WorkerRun:
             raise
 
     def _adopt(self, claimed: Claimed) -> None:
-        self.unreserve()
+        # The reserved slot becomes the task's: none is freed, so the claim loop is not
+        # woken (unreserve() would, through the loop's self-pipe, for nothing).
+        with self._reserve_lock:
+            self._reserved -= 1
         self.stats.adopted += 1
         execution_id = claimed.lease.group_id
         try:
             task = self._spawn(claimed)
         except BaseException:
             self.served.local.release(execution_id)
+            self.slot_freed.set()
             raise
         task.add_done_callback(lambda _: self.served.local.release(execution_id))
 

@@ -267,7 +267,11 @@ class Activation(Staging):
     def end_turn(self, how: str) -> None:
         """Thread-safe: tell the worker this turn is over ("suspended" or "done")."""
         loop = self.host.loop
-        if asyncio._get_running_loop() is loop:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # a sync run's thread
+            running = None
+        if running is loop:
             # An async run, on the loop's own thread: the same callback in the same order,
             # without a write to the loop's self-pipe (and the wake-up that reads it).
             loop.call_soon(self._end_turn, how)

@@ -258,3 +258,33 @@ def test_a_slot_given_back_by_a_start_that_found_its_execution_wakes_the_claims(
             handle = elsewhere.start("hello", "world")
             assert handle.result(timeout=10) == "hello world"
     engine.close()
+
+
+def test_an_adopted_start_wakes_the_claims_only_when_its_slot_is_freed(tmp_path: Path) -> None:
+    """An adopted start turns its reserved slot into its task: no slot is freed then, so
+    the claim loop is not woken (it was, once per adoption, through the loop's self-pipe);
+    it is woken once per execution, when its task ends and frees the slot."""
+    engine = Engine.from_url(f"sqlite:///{tmp_path / 'adopt.db'}")
+
+    @engine.workflow
+    def hello(name: str) -> str:
+        return f"hello {name}"
+
+    with engine.running_worker(concurrency=1) as worker:
+        (run,) = worker._runs
+        sets = 0
+        original = run.slot_freed.set
+
+        def counted() -> None:
+            nonlocal sets
+            sets += 1
+            original()
+
+        run.slot_freed.set = counted  # type: ignore[method-assign]
+        adopted = run.stats.adopted
+        for n in range(5):
+            assert engine.start(hello, str(n)).result(timeout=10) == f"hello {n}"
+        time.sleep(0.2)  # the last task's end has run its callbacks
+        assert run.stats.adopted - adopted == 5  # every start took the fast path
+        assert sets == 5
+    engine.close()
