@@ -306,8 +306,9 @@ def bounds(a: Assumed, rows: Sequence[dict[str, Any]]) -> list[str]:
         "each worker the clusters of its own machines instead: the polls per leader then "
         "stay what one machine's workers send.",
         f"- the catalog: every process start reads it (strongly) on the first cluster and "
-        f"checks every cluster's schema: {last['process_start_raft_entries']:g} Raft entries "
-        f"at N = {last['clusters']}; {a.process_starts:g} starts/s take "
+        f"checks every cluster's identity and schema (weak reads when all is current): "
+        f"{last['process_start_raft_entries']:g} Raft entry(ies) in all at N = "
+        f"{last['clusters']}; {a.process_starts:g} starts/s take "
         f"{last['catalog_leader_core_percent']}% of the catalog's leader. It bounds only "
         "short-lived processes (a client per request), not steps.",
         f"- list(): asks the clusters one after another, {last['list_ms']} ms at N = "
