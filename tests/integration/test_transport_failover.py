@@ -290,7 +290,12 @@ class Ledger:
         self.published_at: list[float] = []
         self.publish_latency: list[float] = []
         self.unavailable = 0  # publishes retried with the same key after UnavailableError
-        self.acked: list[tuple[str, str, int]] = []  # (uid, group, index), in ack order
+        self.acked: list[tuple[str, str, int]] = []  # (uid, group, index), acked
+        # (group, index) in claim order, noted before the ack: the next message of a group
+        # can only be claimed once this one is acked, so this order is the queue's own.
+        # (The acks' order as noted is not: another consumer may claim, ack and note the
+        # group's next message between this ack and its note.)
+        self.claimed: list[tuple[str, int]] = []
         self.maybe_acked: list[str] = []  # ack failed ambiguously, then the lease was gone
         self.lost: list[str] = []  # lease lapsed before the ack: will be redelivered
         self.errors: list[str] = []
@@ -325,6 +330,8 @@ def consume(transport: Any, name: str, ledger: Ledger, stop: threading.Event) ->
             time.sleep(0.02)
             continue
         uid = lease.event["uid"]
+        with ledger.lock:
+            ledger.claimed.append((lease.group_id, lease.event["i"]))
         outcome = None
         for attempt in range(10):
             try:
@@ -431,9 +438,10 @@ def test_leader_killed_mid_stream_loses_and_duplicates_nothing(
     unaccounted = set(ledger.published) - set(acked) - set(ledger.maybe_acked)
     assert unaccounted == set(), f"lost: {sorted(unaccounted)}"
     assert set(acked) | set(ledger.maybe_acked) <= set(ledger.published)
-    # Each group's messages were consumed in publish order.
+    # Each group's messages were claimed in publish order (one again after its lease
+    # lapsed, never a later one before it was acked).
     order: dict[str, list[int]] = defaultdict(list)
-    for _, group, index in ledger.acked:
+    for group, index in ledger.claimed:
         order[group].append(index)
     assert all(indexes == sorted(indexes) for indexes in order.values()), dict(order)
     assert checker.stats() == ZERO
