@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -291,11 +291,12 @@ class Ledger:
         self.publish_latency: list[float] = []
         self.unavailable = 0  # publishes retried with the same key after UnavailableError
         self.acked: list[tuple[str, str, int]] = []  # (uid, group, index), acked
-        # (group, index) in claim order, noted before the ack: the next message of a group
-        # can only be claimed once this one is acked, so this order is the queue's own.
-        # (The acks' order as noted is not: another consumer may claim, ack and note the
-        # group's next message between this ack and its note.)
-        self.claimed: list[tuple[str, int]] = []
+        # (group, "claim" | "ack", index): a claim noted once it returned, an ack before it
+        # is sent. The next message of a group can only be claimed once this one is acked,
+        # so in this order a group's next claim always comes after its head's ack began.
+        # (The acks' order as noted after they return is not the queue's: another
+        # consumer may claim, ack and note the group's next message in between.)
+        self.events: list[tuple[str, str, int]] = []
         self.maybe_acked: list[str] = []  # ack failed ambiguously, then the lease was gone
         self.lost: list[str] = []  # lease lapsed before the ack: will be redelivered
         self.errors: list[str] = []
@@ -331,7 +332,8 @@ def consume(transport: Any, name: str, ledger: Ledger, stop: threading.Event) ->
             continue
         uid = lease.event["uid"]
         with ledger.lock:
-            ledger.claimed.append((lease.group_id, lease.event["i"]))
+            ledger.events.append((lease.group_id, "claim", lease.event["i"]))
+            ledger.events.append((lease.group_id, "ack", lease.event["i"]))
         outcome = None
         for attempt in range(10):
             try:
@@ -438,12 +440,17 @@ def test_leader_killed_mid_stream_loses_and_duplicates_nothing(
     unaccounted = set(ledger.published) - set(acked) - set(ledger.maybe_acked)
     assert unaccounted == set(), f"lost: {sorted(unaccounted)}"
     assert set(acked) | set(ledger.maybe_acked) <= set(ledger.published)
-    # Each group's messages were claimed in publish order (one again after its lease
-    # lapsed, never a later one before it was acked).
-    order: dict[str, list[int]] = defaultdict(list)
-    for group, index in ledger.claimed:
-        order[group].append(index)
-    assert all(indexes == sorted(indexes) for indexes in order.values()), dict(order)
+    # Each group's messages were claimed in publish order, one at a time: the same one
+    # again (its lease lapsed), or the next once the head's ack had begun.
+    head: dict[str, int] = {}
+    acking: set[tuple[str, int]] = set()
+    for group, kind, index in ledger.events:
+        if kind == "ack":
+            acking.add((group, index))
+        elif group in head and index != head[group]:
+            assert index > head[group] and (group, head[group]) in acking, (group, index, head)
+        if kind == "claim":
+            head[group] = index
     assert checker.stats() == ZERO
 
 
