@@ -42,7 +42,7 @@ def test_a_worker_serves_the_clusters_it_reaches_while_one_is_down(
     """Before, when the second cluster's clock was due a sync, its run failed its first
     request (the sync) and the worker stopped on every cluster."""
     first, second = rqlite_cluster_factory(1), rqlite_cluster_factory(1)
-    engine = Engine.from_url(f"{first.url};{second.url}", retry_timeout=2.0)
+    engine = Engine.from_url(f"{first.url};{second.url}", retry_timeout=3.0)
     try:
         job = define(engine)
         up, down = ids_by_cluster(engine).values()
@@ -81,7 +81,7 @@ def test_a_process_opens_the_deployment_while_one_cluster_is_down(
     (node,) = second.nodes
     second.stop_node(node)
 
-    engine = Engine.from_url(url, connect_timeout=1.0, retry_timeout=1.0)
+    engine = Engine.from_url(url, connect_timeout=1.0, retry_timeout=3.0)
     try:
         assert [shard.name for shard in engine.shards] == names  # the silent one placed
         job = define(engine)

@@ -15,6 +15,7 @@ from raftflow.engine.runtime.local import KEPT_OUTCOMES, LocalWorkers
 from raftflow.stores.records import ErrorInfo, Status
 
 from raftflow import Engine, WorkflowFailedError
+from tests.support import wait_until
 
 
 @pytest.fixture
@@ -284,7 +285,7 @@ def test_an_adopted_start_wakes_the_claims_only_when_its_slot_is_freed(tmp_path:
         adopted = run.stats.adopted
         for n in range(5):
             assert engine.start(hello, str(n)).result(timeout=10) == f"hello {n}"
-        time.sleep(0.2)  # the last task's end has run its callbacks
+        wait_until(lambda: not run.tasks and sets >= 5)  # every task ended, and told
         assert run.stats.adopted - adopted == 5  # every start took the fast path
         assert sets == 5
     engine.close()
