@@ -7,9 +7,10 @@ implementation on a database; its async twin is what a worker uses. Reads and wr
 described by I/O-free flows (:attr:`StoreFlows <raftflow.stores.flows.StoreFlows>`), which
 the store runs; the workflow core builds its durable calls from them.
 
-The commit and the claim's reads need the queue in the same database: the store is told
-its transport (:meth:`SqlStore.share <raftflow.stores.store.SqlStore.share>`), and a
-commit then acks the current event and publishes the next in the same request.
+The store is told its transport (:meth:`SqlStore.share
+<raftflow.stores.store.SqlStore.share>`). On one database, a commit acks the current event
+and publishes the next in the same request, and a claim reads what its runs need in its
+own; on two, the commit comes first and the queue after (:mod:`raftflow.stores.split`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,15 @@ class AsyncStore(Protocol):
 
     async def commit(self, commits: Sequence[Commit], visibility: float) -> list[CommitOutcome]:
         """Commits of many executions in one request, each fenced by its lease."""
+        ...
+
+    @property
+    def split(self) -> bool:
+        """Whether its transport is on another database (:mod:`raftflow.stores.split`)."""
+        ...
+
+    async def relay(self) -> None:
+        """Publish to the transport what the store holds for it (a split pair's)."""
         ...
 
     async def close(self) -> None: ...

@@ -40,7 +40,12 @@ from raftflow.transports.payload import (
     to_json,
 )
 
-from raftflow.errors import ExecutionFinishedError, ExecutionNotFoundError, InvalidArgumentError
+from raftflow.errors import (
+    ConfigurationError,
+    ExecutionFinishedError,
+    ExecutionNotFoundError,
+    InvalidArgumentError,
+)
 
 QUERIES = load("raftflow.stores", "store.sql", "store")
 
@@ -56,6 +61,8 @@ class StoreFlows:
         self.max_payload_bytes = max_payload_bytes
         #: Sharded: an id's partition, which each start carries (stores/placement.py).
         self.partition_of: PartitionOf = None
+        #: The transport is on another database (stores/split.py): no concurrency limits.
+        self.split = False
 
     def start(
         self,
@@ -86,6 +93,11 @@ class StoreFlows:
         if lane is not None:
             check_lane(lane)
         check_priority(priority)
+        if limit is not None and self.split:
+            raise ConfigurationError(
+                "a concurrency limit needs the queue and the store on one database "
+                "(its slots are counted where the queue admits the executions)"
+            )
         input_text = to_json(input, what="workflow input", limit=self.max_payload_bytes)
         event_text = to_json(event, what="event", limit=self.max_payload_bytes)
         now = yield from self.clock.now()

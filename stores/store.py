@@ -10,31 +10,38 @@ for the fenced commit, :mod:`raftflow.stores.claim` for what a claim reads); the
 the current event and the publish of the next in the same request and Raft entry, and a
 claim reads what its runs need in the claim's own transaction. That is a capability of the
 pair: :meth:`SqlStore.share` tells the store its transport, whose connection it then uses.
+Told a transport on another database, the store keeps its own connection and works with
+it as :mod:`raftflow.stores.split` describes: the commit first, then the queue.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from raftflow.stores import claim as claim_reads
+from raftflow.stores import split
 from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.commit_flow import CommitFlows
 from raftflow.stores.flows import StoreFlows
 from raftflow.stores.records import Claimed, ExecutionRecord, StartOutcome, Status, StepRecord
 from raftflow.transports.db.component import AsyncComponent, Component, SyncComponent
 from raftflow.transports.db.database import AsyncDatabase, ConnectOptions, Database
+from raftflow.transports.db.flow import Flow
 from raftflow.transports.lanes import Lanes
 from raftflow.transports.payload import MAX_PAYLOAD_BYTES
 from raftflow.transports.transport import AsyncSqlTransport, SqlTransport
 from typing_extensions import Unpack
 
-from raftflow.errors import ConfigurationError
+log = logging.getLogger("raftflow")
 
 S = TypeVar("S", bound="SqlStore")
 A = TypeVar("A", bound="AsyncSqlStore")
 D = TypeVar("D", Database, AsyncDatabase)
+T = TypeVar("T")
 
 
 class _Store(Component[D]):
@@ -55,6 +62,9 @@ class _Store(Component[D]):
 
 class SqlStore(_Store[Database], SyncComponent):
     """Executions and their step records in one database (beside the queue)."""
+
+    #: The transport when it is on another database (:meth:`share`), else None.
+    queue: SqlTransport | None = None
 
     @classmethod
     def from_url(
@@ -78,20 +88,38 @@ class SqlStore(_Store[Database], SyncComponent):
         return self.flows.max_payload_bytes
 
     def share(self, transport: SqlTransport) -> None:
-        """Use ``transport``'s connection from now on (closing this store's own): the
-        store's commits then settle the transport's leases in the same request. Refused
-        (:class:`~raftflow.errors.ConfigurationError`) when the two are not on one database."""
+        """Work with ``transport``. On its database, use its connection from now on
+        (closing this store's own): the store's commits then settle the transport's leases
+        in the same request. On another, keep both (:mod:`raftflow.stores.split`): what
+        the store publishes is relayed to the transport after each write."""
         if transport.database is self.database:
             return
         if transport.database.identity != self.database.identity:
-            raise ConfigurationError(
-                f"the store ({self.database.identity}) and the transport "
-                f"({transport.database.identity}) are on different databases: the engine needs "
-                "both on one (one rqlite cluster, or one SQLite file)"
-            )
+            self.queue = transport
+            self.flows.split = True
+            return
         own, self.database = self.database, transport.database
         self.flows.clock = self.commits.clock = transport.database.clock
         own.close()
+
+    def run(self, flow: Flow[T]) -> T:
+        """Run one of the store's flows; on a split pair, relay what its writes published."""
+        if self.queue is None:
+            return self.database.run(flow)
+        wrote: list[bool] = []
+        result = self.database.run(split.watched(flow, wrote))
+        if wrote:
+            self.relay()
+        return result
+
+    def relay(self) -> None:
+        """Publish to the transport what this store holds for it (split pairs only)."""
+        while self.queue is not None:
+            rows = self.database.run(split.due(self.clock))
+            self.queue.run(split.publish(self.queue.clock, rows, ()))
+            self.database.run(split.forget(self.clock, rows))
+            if len(rows) < split.RELAY_BATCH:
+                return
 
     def start(
         self,
@@ -164,7 +192,12 @@ class SqlStore(_Store[Database], SyncComponent):
 
     def to_async(self, transport: AsyncSqlTransport | None = None) -> AsyncSqlStore:
         """The async twin with the same flows and clock: on ``transport``'s connection (the
-        twin of the transport this store shares), else on a new one to its database."""
+        twin of the transport this store shares), else on a new one to its database; a
+        split pair's twin works with ``transport`` on its own new connection."""
+        if self.queue is not None:
+            twin = AsyncSqlStore(self.database.to_async(), flows=self.flows, commits=self.commits)
+            twin.queue = transport or self.queue.to_async()
+            return twin
         database = transport.database if transport is not None else self.database.to_async()
         return AsyncSqlStore(database, flows=self.flows, commits=self.commits)
 
@@ -172,6 +205,9 @@ class SqlStore(_Store[Database], SyncComponent):
 class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
     """The async twin of :class:`SqlStore`; also what a worker's runs need of the store:
     the reads of a claim, the history in pages, and the commit."""
+
+    #: The transport when it is on another database, else None.
+    queue: AsyncSqlTransport | None = None
 
     @classmethod
     async def from_url(
@@ -254,6 +290,20 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         of the ``lanes`` the worker serves (None: any), and read, in the same request, what
         their runs need -- except the history of the runs the worker keeps (``cached``:
         their fingerprints) and finds unchanged."""
+        if self.queue is not None:  # on two databases: the lease, then its mirror here
+            claim = await transport.run(
+                transport.flows.claim(
+                    worker_id, visibility, limit, min_priority, lanes=lanes, track=False
+                )
+            )
+            if not claim.leases:
+                return []
+            try:
+                return await self.database.run(split.adopt(self.clock, claim.leases, cached))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await transport.release_leases(claim.leases)
+                raise
         flow = claim_reads.claim_runs(
             transport.flows, worker_id, visibility, limit, min_priority, cached, lanes
         )
@@ -270,5 +320,40 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
     ) -> builtins.list[CommitOutcome]:
         """Many executions' commits in one request (one Raft entry), each fenced by its
         lease and atomic on its own; a next event kept by the worker is leased for
-        ``visibility`` seconds."""
-        return await self.run(self.commits.commit(commits, visibility))
+        ``visibility`` seconds. On two databases, the commits first (fenced by the
+        leases' mirrors), then the ack of the turns they end, with the relay."""
+        if self.queue is None:
+            return await self.run(self.commits.commit(commits, visibility))
+        applied = await self.database.run(self.commits.commit(split.for_store(commits), visibility))
+        outcomes = split.settled(commits, applied)
+        try:
+            await self.relay(split.ended(commits, outcomes))
+        except Exception as exc:  # the commits stand: an unacked event is delivered again
+            log.warning("could not ack or relay to the transport after a commit: %s", exc)
+        return outcomes
+
+    async def run(self, flow: Flow[T]) -> T:
+        """Run one of the store's flows; on a split pair, relay what its writes published."""
+        if self.queue is None:
+            return await self.database.run(flow)
+        wrote: list[bool] = []
+        result = await self.database.run(split.watched(flow, wrote))
+        if wrote:
+            await self.relay()
+        return result
+
+    @property
+    def split(self) -> bool:
+        """Whether its transport is on another database (:mod:`raftflow.stores.split`)."""
+        return self.queue is not None
+
+    async def relay(self, acks: Sequence[tuple[int, str]] = ()) -> None:
+        """Publish to the transport what this store holds for it, with ``acks`` (the
+        transport's leases of ended turns); nothing when the two share a database."""
+        while self.queue is not None:
+            rows = await self.database.run(split.due(self.clock))
+            await self.queue.run(split.publish(self.queue.clock, rows, acks))
+            await self.database.run(split.forget(self.clock, rows))
+            acks = ()
+            if len(rows) < split.RELAY_BATCH:
+                return

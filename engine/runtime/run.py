@@ -248,13 +248,15 @@ class WorkerRun:
         )
         try:
             on_ready = await self._reach(on_ready)
-            self.served.local.add(self)
+            if not self.store.split:  # a split pair's first event must reach the queue
+                self.served.local.add(self)
             if on_ready is not None:
                 on_ready()
             try:
                 await self._claim_loop()
             finally:
-                self.served.local.remove(self)
+                if not self.store.split:
+                    self.served.local.remove(self)
             await self._drain()
         finally:
             await self._close(background)
@@ -292,6 +294,8 @@ class WorkerRun:
         self.runs.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
         await self.store.close()
+        if self.store.split:  # its own connection to the queue
+            await self.transport.close()
         stats = self.stats
         log.info(
             "worker %s stopped: %d steps, %d commits in %d requests, %d claims, %d round trips",
@@ -314,6 +318,8 @@ class WorkerRun:
                 await self._until(self.slot_freed, None)
                 continue
             try:
+                if self.store.split:  # parks come due in the store: move them to the queue
+                    await self.store.relay()
                 if idle:
                     stats.polls += 1
                     ready = await self.transport.claimable(

@@ -27,7 +27,7 @@ from raftflow.engine.workflow.queues import check_queues
 from raftflow.engine.workflow.schedule import SCHEDULE_PREFIX
 from raftflow.transports.payload import check_id, check_priority
 
-from raftflow.errors import InvalidArgumentError
+from raftflow.errors import ConfigurationError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from raftflow.engine.app import Engine
@@ -263,6 +263,12 @@ class Worker:
         engine = self.engine
         lanes = ServedLanes(engine.registry, self.options.queues, engine.schedules)
         definitions = Definitions(engine.registry, engine.max_payload_bytes, engine.max_history)
+        split = any(shard.store.queue is not None for shard in shards)
+        if split and any(schedule.lane in lanes for schedule in engine.schedules.values()):
+            raise ConfigurationError(
+                "schedules need the queue and the store on one database (a schedule's fire "
+                "is fenced by its message's lease)"
+            )
         pairs = {}
         for shard in shards:
             transport = shard.transport.to_async()

@@ -109,6 +109,8 @@ class Shards:
     def close(self) -> None:
         for shard in self.shards:
             shard.transport.close()
+            if shard.store.database is not shard.transport.database:  # a split pair
+                shard.store.close()
 
 
 def shard_urls(url: str | Sequence[str]) -> list[str | Sequence[str]]:

@@ -1,0 +1,167 @@
+"""A store on another database than its transport: the commit first, then the queue.
+
+When the queue and the state share one database, a commit acks the current event and
+publishes the next in its own transaction. On two databases (two rqlite clusters, two
+SQLite files) no request spans both, so the store keeps what the commit needs beside the
+state, in its own ``messages`` table (the schema is the same on both):
+
+- **a mirror of each lease** a worker holds (seq: minus the transport's seq, the same
+  token), written with the claim's reads in one transaction of the store. The fenced
+  commit checks it as it checks a lease; a later lease of the same group's event supersedes
+  it, so a worker whose transport lease lapsed is fenced out of the store from then on.
+- **an outbox**: everything the store's triggers publish -- a commit's next event, a
+  start's first, a park, a wake-up, a parent's news -- lands there first, in the
+  transaction that causes it, and is relayed to the transport (:func:`relay`): published
+  with a key derived from the row (so a relay that dies before deleting the row publishes
+  nothing twice), then deleted. A park stays until its time, so a signal or a cancel
+  still wakes it early.
+
+After a commit that ends a worker's turn, its transport lease is acked (with the relay, in
+one request). A worker that dies between the commit and that ack leaves its event to be
+delivered again: the next worker replays it, finds the step recorded, and goes on. So an
+execution may be handed one extra event, which replays what is recorded; a step is still
+recorded once and run at least once, as on one database.
+
+What needs both in one transaction is refused on a split pair at its boundary: schedules
+and concurrency limits (their fences and their admission live in the queue).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+from raftflow.stores.claim import claim_context, claimed
+from raftflow.stores.commit import Commit, CommitOutcome
+from raftflow.stores.records import Claimed
+from raftflow.transports.contract import Lease
+from raftflow.transports.db.catalogue import load
+from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.flow import Flow, Request, Statement
+from raftflow.transports.payload import to_json
+from raftflow.transports.queue import QUERIES as QUEUE
+
+SQL = load("raftflow.stores", "split.sql", "split")
+
+#: Events relayed per read of the outbox.
+RELAY_BATCH = 200
+
+T = TypeVar("T")
+
+
+def watched(flow: Flow[T], wrote: list[bool]) -> Flow[T]:
+    """``flow`` as it is, noting in ``wrote`` whether it sent a write (which may have
+    published something for the transport)."""
+    try:
+        request = next(flow)
+        while True:
+            if not request.is_read_only and not wrote:
+                wrote.append(True)
+            request = flow.send((yield request))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def mirror_seq(seq: int) -> int:
+    """The store's seq of the mirror of the transport's message ``seq`` (and back)."""
+    return -seq
+
+
+def adopt(
+    clock: Clock, leases: Sequence[Lease], cached: dict[str, tuple[str | None, int]] | None
+) -> Flow[list[Claimed]]:
+    """Mirror a claim's ``leases`` (one token) in the store and read what their runs need,
+    in one transaction of the store's database."""
+    now = yield from clock.now()
+    statements: list[Statement] = []
+    for lease in leases:
+        params = {
+            "seq": mirror_seq(lease.seq),
+            "group_id": lease.group_id,
+            "event": to_json(lease.event, what="event"),
+            "priority": 0,
+            "now": now,
+            "token": lease.token,
+            "expiry": lease.expires_at,
+            "attempts": lease.attempts,
+        }
+        statements += (SQL("supersede", params), SQL("mirror", params))
+    statements += claim_context(leases[0].token, now, cached)
+    response = yield Request(tuple(statements), transaction=True)
+    response.raise_for_errors()
+    return claimed(list(leases), response)
+
+
+def for_store(commits: Sequence[Commit]) -> list[Commit]:
+    """The commits as the store checks them: fenced by the mirrors, and never keeping a
+    next event leased (it must reach the transport first: the turn ends there)."""
+    return [
+        replace(
+            commit,
+            lease_seq=mirror_seq(commit.lease_seq),
+            next_token=commit.next_token if commit.lean else None,
+        )
+        for commit in commits
+    ]
+
+
+def settled(commits: Sequence[Commit], outcomes: Sequence[CommitOutcome]) -> list[CommitOutcome]:
+    """The store's outcomes in the transport's seqs."""
+    return [
+        replace(outcome, next_seq=commit.lease_seq) if outcome.next_seq is not None else outcome
+        for commit, outcome in zip(commits, outcomes)
+    ]
+
+
+def ended(commits: Sequence[Commit], outcomes: Sequence[CommitOutcome]) -> list[tuple[int, str]]:
+    """The transport leases (seq, token) of the turns these commits ended."""
+    return [
+        (commit.lease_seq, commit.lease_token)
+        for commit, outcome in zip(commits, outcomes)
+        if outcome.applied and outcome.next_seq is None
+    ]
+
+
+def due(clock: Clock, limit: int = RELAY_BATCH) -> Flow[list[dict[str, object]]]:
+    """The store's events the transport should hold now, oldest first (a read)."""
+    now = yield from clock.now()
+    response = yield Request((SQL("due", {"now": now, "limit": limit}),))
+    return response.raise_for_errors()[0].dicts()
+
+
+def publish(
+    clock: Clock, rows: Sequence[dict[str, object]], acks: Sequence[tuple[int, str]]
+) -> Flow[None]:
+    """On the transport: publish the store's ``rows`` (each once, by its key) and ack
+    ``acks``, in one transaction -- the next event before the ack of the current, so the
+    group never looks empty in between."""
+    now = yield from clock.now()
+    statements = [
+        QUEUE(
+            "publish",
+            {
+                "group_id": row["group_id"],
+                "event": row["event"],
+                "priority": row["priority"],
+                "now": now,
+                "key": f"store:{row['group_id']}:{row['seq']}:{row['published_at']!r}",
+                "lane": row["lane"],
+            },
+        )
+        for row in rows
+    ]
+    statements += [QUEUE("ack", {"seq": seq, "token": token}) for seq, token in acks]
+    if statements:
+        response = yield Request(tuple(statements), transaction=True)
+        response.raise_for_errors()
+
+
+def forget(clock: Clock, rows: Sequence[dict[str, object]]) -> Flow[None]:
+    """On the store: delete the rows the transport now holds."""
+    if rows:
+        now = yield from clock.now()
+        seqs = json.dumps([row["seq"] for row in rows])
+        response = yield Request((SQL("forget", {"seqs": seqs, "now": now}),))
+        response.raise_for_errors()
