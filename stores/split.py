@@ -89,6 +89,7 @@ def adopt(
         }
         statements += (SQL("supersede", params), SQL("mirror", params))
     statements += claim_context(leases[0].token, now, cached)
+    statements.append(SQL("drop_finished", {"token": leases[0].token}))
     response = yield Request(tuple(statements), transaction=True)
     response.raise_for_errors()
     return claimed(list(leases), response)

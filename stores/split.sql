@@ -32,3 +32,11 @@ ORDER BY m.seq LIMIT :limit;
 DELETE FROM messages
 WHERE seq IN (SELECT value FROM json_each(:seqs))
   AND (locked_by IS NULL OR (locked_by = '__parked__' AND lock_expiry <= :now));
+
+-- name: drop_finished
+-- After the claim's reads: the mirrors of events of finished executions, which no commit
+-- will settle (the worker only acks them in the queue).
+DELETE FROM messages
+WHERE locked_by = :token AND seq < 0
+  AND group_id IN (SELECT id FROM executions
+                   WHERE status IN ('succeeded', 'failed', 'cancelled', 'continued'));

@@ -1,6 +1,7 @@
 """The engine is a transport and a store: ``Engine(transport=..., store=...)`` is the
 composition, ``Engine.from_url`` builds the same pair, and what cannot work is refused at
-once (on a SQLite file here; tests/integration/test_composition_cluster.py on rqlite)."""
+once (on a SQLite file here; tests/integration/test_composition_cluster.py on rqlite). A
+pair on two databases: tests/unit/test_split_pair.py."""
 
 from __future__ import annotations
 
@@ -47,17 +48,6 @@ def test_from_url_builds_the_pair_on_one_connection(tmp_path: Path) -> None:
         assert engine.store.database is engine.transport.database
     finally:
         engine.close()
-
-
-def test_a_transport_and_a_store_on_two_databases_are_refused(tmp_path: Path) -> None:
-    transport = SqlTransport.from_url(f"sqlite:///{tmp_path / 'queue.db'}")
-    store = SqlStore.from_url(f"sqlite:///{tmp_path / 'state.db'}")
-    try:
-        with pytest.raises(ConfigurationError, match="different databases"):
-            Engine(transport=transport, store=store)
-    finally:
-        transport.close()
-        store.close()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,169 @@
+"""A transport and a store on two databases (stores/split.py): the queue on one SQLite file,
+the state on another. Every primitive works; the queue holds no state, the store nothing
+for the queue once done; a stale worker is fenced by the mirror of the lease that replaced
+its own; what needs both in one transaction is refused at once.
+(Kill -9 between the two writes: tests/integration/test_split_processes.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from raftflow.stores.commit import Commit
+from raftflow.stores.records import Status
+from raftflow.stores.store import SqlStore
+from raftflow.transports.transport import SqlTransport
+
+from raftflow import Engine, WorkflowCancelledError
+from raftflow.errors import ConfigurationError
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    return tmp_path / "queue.db", tmp_path / "state.db"
+
+
+@pytest.fixture
+def engine(files: tuple[Path, Path]) -> Iterator[Engine]:
+    queue, state = files
+    engine = Engine(
+        transport=SqlTransport.from_url(f"sqlite:///{queue}"),
+        store=SqlStore.from_url(f"sqlite:///{state}"),
+    )
+    yield engine
+    engine.close()
+
+
+def _count(path: Path, table: str) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def test_every_primitive_runs_with_the_queue_and_the_state_on_two_files(
+    engine: Engine, files: tuple[Path, Path]
+) -> None:
+    @engine.step
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @engine.workflow
+    def child(n: int) -> int:
+        return add(n, 100)
+
+    @engine.workflow
+    def parent(n: int) -> int:
+        x = add(add(n, 1), 1)
+        engine.sleep(1.2)  # parks: the turn ends, the event waits in the store
+        got = engine.recv("go", timeout=60)  # parks until the message wakes it
+        return x + got + engine.start(child, x).result()
+
+    with engine.running_worker(concurrency=4):
+        handle = engine.start(parent, 5)
+        engine.send(handle.id, 1000, topic="go")
+        assert handle.result(timeout=30) == 7 + 1000 + 107
+    assert [s.name for s in handle.steps()][:4] == ["add", "add", "sleep", "go"]
+    queue, state = files
+    # The state is in the store only; what was published for the queue reached it.
+    assert _count(queue, "executions") == 0 and _count(state, "executions") == 2
+    assert _count(queue, "messages") == 0 and _count(state, "messages") == 0
+
+
+def test_a_message_and_a_cancel_wake_a_parked_execution_before_its_time(
+    engine: Engine,
+) -> None:
+    @engine.workflow
+    def waits(_: None) -> object:
+        return engine.recv("go", timeout=3600)
+
+    @engine.workflow
+    def sleeps(_: None) -> None:
+        engine.sleep(3600)
+
+    with engine.running_worker(concurrency=4):
+        waiting, sleeping = engine.start(waits, None), engine.start(sleeps, None)
+        for handle in (waiting, sleeping):  # both parked: their wait recorded
+            deadline = time.monotonic() + 20
+            while not handle.steps() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert handle.steps(), "the wait should be recorded"
+        engine.send(waiting.id, "now", topic="go")
+        engine.cancel(sleeping.id)
+        assert waiting.result(timeout=20) == "now"
+        with pytest.raises(WorkflowCancelledError):
+            sleeping.result(timeout=20)
+
+
+def test_a_stale_worker_is_fenced_by_the_lease_that_replaced_its_own(
+    files: tuple[Path, Path],
+) -> None:
+    """Two claims of one event, the first lease lapsed: the first worker's commit is
+    refused, the second's applies (the mirror of the second lease superseded the first)."""
+    queue, state = (f"sqlite:///{path}" for path in files)
+    transport, store = SqlTransport.from_url(queue), SqlStore.from_url(state)
+    store.share(transport)
+    store.start("e1", "wf", None, event={"kind": "run"})
+
+    def step_commit(lease_seq: int, token: str, worker: str) -> Commit:
+        return Commit(
+            execution_id="e1",
+            lease_seq=lease_seq,
+            lease_token=token,
+            worker_id=worker,
+            step_idx=0,
+            step_name="s",
+            step_status="succeeded",
+            step_output=f'"{worker}"',
+            step_started_at=time.time(),
+            status=Status.RUNNING,
+            next_event='{"kind": "run"}',
+            next_token=token,
+        )
+
+    async def race() -> tuple[bool, bool]:
+        aqueue = transport.to_async()
+        astore = store.to_async(aqueue)
+        try:
+            [first] = await astore.claim(aqueue, "w1", visibility=0.2)
+            await asyncio.sleep(0.4)  # the first lease lapses
+            [second] = await astore.claim(aqueue, "w2", visibility=30)
+            assert second.lease.seq == first.lease.seq  # the same event, again
+            [stale] = await astore.commit(
+                [step_commit(first.lease.seq, first.lease.token, "w1")], 30
+            )
+            [live] = await astore.commit(
+                [step_commit(second.lease.seq, second.lease.token, "w2")], 30
+            )
+            return stale.applied, live.applied
+        finally:
+            await astore.close()
+            await aqueue.close()
+
+    try:
+        assert asyncio.run(race()) == (False, True)
+        [step] = store.steps("e1")
+        assert step.output == "w2"
+    finally:
+        transport.close()
+        store.close()
+
+
+def test_what_needs_one_database_is_refused_at_once(engine: Engine) -> None:
+    @engine.workflow(concurrency=2)
+    def limited(_: None) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match="concurrency limit needs the queue"):
+        engine.start(limited, None)
+
+    @engine.workflow
+    @engine.scheduled("* * * * *")
+    def ticks(_: object) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match="schedules need the queue"):
+        with engine.running_worker():
+            pass
