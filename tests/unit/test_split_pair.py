@@ -164,6 +164,8 @@ def test_what_needs_one_database_is_refused_at_once(engine: Engine) -> None:
     def ticks(_: object) -> None:
         return None
 
-    with pytest.raises(ConfigurationError, match="schedules need the queue"):
-        with engine.running_worker():
-            pass
+    with (
+        pytest.raises(ConfigurationError, match="schedules need the queue"),
+        engine.running_worker(),
+    ):
+        pass
