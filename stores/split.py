@@ -50,6 +50,10 @@ RELAY_BATCH = 200
 
 T = TypeVar("T")
 
+#: Logged when the transport could not take what the store published (it stays in the
+#: store until a relay succeeds) or the acks of ended turns (their events come again).
+RELAY_LATER = "the transport is out of reach; its events wait in the store: %s"
+
 
 def watched(flow: Flow[T], wrote: list[bool]) -> Flow[T]:
     """``flow`` as it is, noting in ``wrote`` whether it sent a write (which may have

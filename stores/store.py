@@ -109,8 +109,16 @@ class SqlStore(_Store[Database], SyncComponent):
         wrote: list[bool] = []
         result = self.database.run(split.watched(flow, wrote))
         if wrote:
-            self.relay()
+            try:
+                self.relay()
+            except Exception as exc:  # it stands in the store: a worker's relay moves it
+                log.warning(split.RELAY_LATER, exc)
         return result
+
+    @property
+    def split(self) -> bool:
+        """Whether its transport is on another database (:mod:`raftflow.stores.split`)."""
+        return self.queue is not None
 
     def relay(self) -> None:
         """Publish to the transport what this store holds for it (split pairs only)."""
@@ -327,9 +335,9 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         applied = await self.database.run(self.commits.commit(split.for_store(commits), visibility))
         outcomes = split.settled(commits, applied)
         try:
-            await self.relay(split.ended(commits, outcomes))
+            await self._relay(split.ended(commits, outcomes))
         except Exception as exc:  # the commits stand: an unacked event is delivered again
-            log.warning("could not ack or relay to the transport after a commit: %s", exc)
+            log.warning(split.RELAY_LATER, exc)
         return outcomes
 
     async def run(self, flow: Flow[T]) -> T:
@@ -339,7 +347,10 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         wrote: list[bool] = []
         result = await self.database.run(split.watched(flow, wrote))
         if wrote:
-            await self.relay()
+            try:
+                await self.relay()
+            except Exception as exc:  # it stands in the store: the next relay moves it
+                log.warning(split.RELAY_LATER, exc)
         return result
 
     @property
@@ -347,9 +358,12 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         """Whether its transport is on another database (:mod:`raftflow.stores.split`)."""
         return self.queue is not None
 
-    async def relay(self, acks: Sequence[tuple[int, str]] = ()) -> None:
-        """Publish to the transport what this store holds for it, with ``acks`` (the
-        transport's leases of ended turns); nothing when the two share a database."""
+    async def relay(self) -> None:
+        """Publish to the transport what this store holds for it (split pairs only)."""
+        await self._relay(())
+
+    async def _relay(self, acks: Sequence[tuple[int, str]]) -> None:
+        """:meth:`relay`, with ``acks``: the transport's leases of the turns just ended."""
         while self.queue is not None:
             rows = await self.database.run(split.due(self.clock))
             await self.queue.run(split.publish(self.queue.clock, rows, acks))

@@ -17,8 +17,15 @@ from raftflow.stores.commit import Commit
 from raftflow.stores.records import Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.transport import SqlTransport
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert
 
-from raftflow import Engine, WorkflowCancelledError
+from raftflow import (
+    Engine,
+    Retry,
+    Transaction,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+)
 from raftflow.errors import ConfigurationError
 
 
@@ -169,3 +176,75 @@ def test_what_needs_one_database_is_refused_at_once(engine: Engine) -> None:
         engine.running_worker(),
     ):
         pass
+
+
+def test_retries_continue_as_new_transactions_debounce_and_resume_on_two_files(
+    engine: Engine, files: tuple[Path, Path]
+) -> None:
+    metadata = MetaData()
+    accounts = Table(
+        "accounts",
+        metadata,
+        Column("id", String, primary_key=True),
+        Column("balance", Integer, nullable=False),
+    )
+    engine.create_tables(metadata)
+    attempts: list[int] = []
+    broken = [True]
+
+    @engine.transaction
+    def open_account(tx: Transaction, account: str, balance: int) -> None:
+        tx.execute(insert(accounts).values(id=account, balance=balance))
+
+    @engine.step(retry=Retry(max_attempts=3, delay=1.1))  # over a second: parks between
+    def flaky(n: int) -> int:
+        attempts.append(n)
+        if len(attempts) < 2:
+            raise ConnectionError("not yet")
+        return n
+
+    @engine.workflow
+    def banking(account: str) -> int:
+        open_account(account, 10)
+        return flaky(5)
+
+    @engine.workflow
+    def counting(n: int) -> int:
+        if n < 3:
+            engine.continue_as_new(n + 1)
+        return n
+
+    @engine.workflow
+    def echo(text: str) -> str:
+        return text
+
+    @engine.step(retry=Retry(max_attempts=1))
+    def fragile() -> str:
+        if broken[0]:
+            raise ValueError("broken until fixed")
+        return "fixed"
+
+    @engine.workflow
+    def resumable(_: None) -> str:
+        return fragile()
+
+    with engine.running_worker(concurrency=4):
+        bank = engine.start(banking, "acct-1")
+        count = engine.start(counting, 0)
+        engine.start(echo, "first", execution_id="burst", debounce=1.0)
+        burst = engine.start(echo, "last", execution_id="burst", debounce=1.0)
+        failing = engine.start(resumable, None)
+        assert bank.result(timeout=30) == 5 and attempts == [5, 5]
+        assert count.result(timeout=30) == 3 and len(engine.store.runs(count.id)) == 3
+        assert burst.result(timeout=30) == "last"
+        with pytest.raises(WorkflowFailedError):
+            failing.result(timeout=30)
+        broken[0] = False
+        engine.resume(failing.id)
+        assert failing.result(timeout=30) == "fixed"
+    queue, state = files
+    with sqlite3.connect(state) as db:
+        assert db.execute("SELECT id, balance FROM accounts").fetchall() == [("acct-1", 10)]
+    with sqlite3.connect(queue) as db:
+        assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'accounts'").fetchall()
+    assert _count(queue, "messages") == 0 and _count(state, "messages") == 0
