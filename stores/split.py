@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from raftflow.stores.claim import claim_context, claimed
 from raftflow.stores.commit import Commit, CommitOutcome
@@ -42,6 +42,7 @@ from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.payload import to_json
 from raftflow.transports.queue import QUERIES as QUEUE
+from raftflow.transports.queue import QueueFlows
 
 SQL = load("raftflow.stores", "split.sql", "split")
 
@@ -129,7 +130,7 @@ def ended(commits: Sequence[Commit], outcomes: Sequence[CommitOutcome]) -> list[
     ]
 
 
-def due(clock: Clock, limit: int = RELAY_BATCH) -> Flow[list[dict[str, object]]]:
+def due(clock: Clock, limit: int = RELAY_BATCH) -> Flow[list[dict[str, Any]]]:
     """The store's events the transport should hold now, oldest first (a read)."""
     now = yield from clock.now()
     response = yield Request((SQL("due", {"now": now, "limit": limit}),))
@@ -137,12 +138,14 @@ def due(clock: Clock, limit: int = RELAY_BATCH) -> Flow[list[dict[str, object]]]
 
 
 def publish(
-    clock: Clock, rows: Sequence[dict[str, object]], acks: Sequence[tuple[int, str]]
+    queue: QueueFlows, rows: Sequence[dict[str, Any]], acks: Sequence[tuple[int, str]]
 ) -> Flow[None]:
     """On the transport: publish the store's ``rows`` (each once, by its key) and ack
     ``acks``, in one transaction -- the next event before the ack of the current, so the
     group never looks empty in between."""
-    now = yield from clock.now()
+    if not rows and not acks:
+        return
+    now = yield from queue.clock.now()
     statements = [
         QUEUE(
             "publish",
@@ -158,12 +161,11 @@ def publish(
         for row in rows
     ]
     statements += [QUEUE("ack", {"seq": seq, "token": token}) for seq, token in acks]
-    if statements:
-        response = yield Request(tuple(statements), transaction=True)
-        response.raise_for_errors()
+    response = yield Request((*statements, *queue.forget_keys(now)), transaction=True)
+    response.raise_for_errors()
 
 
-def forget(clock: Clock, rows: Sequence[dict[str, object]]) -> Flow[None]:
+def forget(clock: Clock, rows: Sequence[dict[str, Any]]) -> Flow[None]:
     """On the store: delete the rows the transport now holds."""
     if rows:
         now = yield from clock.now()

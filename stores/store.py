@@ -124,7 +124,7 @@ class SqlStore(_Store[Database], SyncComponent):
         """Publish to the transport what this store holds for it (split pairs only)."""
         while self.queue is not None:
             rows = self.database.run(split.due(self.clock))
-            self.queue.run(split.publish(self.queue.clock, rows, ()))
+            self.queue.run(split.publish(self.queue.flows, rows, ()))
             self.database.run(split.forget(self.clock, rows))
             if len(rows) < split.RELAY_BATCH:
                 return
@@ -366,7 +366,7 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         """:meth:`relay`, with ``acks``: the transport's leases of the turns just ended."""
         while self.queue is not None:
             rows = await self.database.run(split.due(self.clock))
-            await self.queue.run(split.publish(self.queue.clock, rows, acks))
+            await self.queue.run(split.publish(self.queue.flows, rows, acks))
             await self.database.run(split.forget(self.clock, rows))
             acks = ()
             if len(rows) < split.RELAY_BATCH:

@@ -119,12 +119,17 @@ class QueueFlows:
             "key": key,
             "lane": lane,
         }
-        statements = [QUERIES("publish", params)]
-        if now - self._keys_forgotten_at > 60:
-            self._keys_forgotten_at = now
-            statements.append(QUERIES("forget_keys", {"cutoff": now - self.dedup_window}))
+        statements = [QUERIES("publish", params), *self.forget_keys(now)]
         response = yield Request(tuple(statements), transaction=False)
         response.raise_for_errors()
+
+    def forget_keys(self, now: float) -> list[Statement]:
+        """The delete of publish keys older than the dedup window, once a minute (to send
+        with a publish: the keys' table stays the size of the window)."""
+        if now - self._keys_forgotten_at <= 60:
+            return []
+        self._keys_forgotten_at = now
+        return [QUERIES("forget_keys", {"cutoff": now - self.dedup_window})]
 
     # -- claim ----------------------------------------------------------------------------
 

@@ -46,10 +46,10 @@ def steps_around_a_park(log_dir: str) -> list[int]:
 def _crash_after_the_commit() -> None:
     publish = split.publish
 
-    def crashing(clock: Any, rows: Sequence[Any], acks: Sequence[Any]) -> Any:
+    def crashing(queue: Any, rows: Sequence[Any], acks: Sequence[Any]) -> Any:
         if acks:  # a turn's commit applied in the store; its event still leased
             os.kill(os.getpid(), signal.SIGKILL)
-        return publish(clock, rows, acks)
+        return publish(queue, rows, acks)
 
     split.publish = crashing  # type: ignore[assignment]
 
