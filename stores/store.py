@@ -334,8 +334,11 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
             return await self.run(self.commits.commit(commits, visibility))
         applied = await self.database.run(self.commits.commit(split.for_store(commits), visibility))
         outcomes = split.settled(commits, applied)
+        acks = split.ended(commits, outcomes)
+        if not acks:  # steps recorded within their turns: nothing published, nothing to ack
+            return outcomes
         try:
-            await self._relay(split.ended(commits, outcomes))
+            await self._relay(acks)
         except Exception as exc:  # the commits stand: an unacked event is delivered again
             log.warning(split.RELAY_LATER, exc)
         return outcomes

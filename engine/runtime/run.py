@@ -318,10 +318,10 @@ class WorkerRun:
                 await self._until(self.slot_freed, None)
                 continue
             try:
-                if self.store.split:  # parks come due in the store: move them to the queue
-                    await self.store.relay()
                 if idle:
                     stats.polls += 1
+                    if self.store.split:  # parks come due in the store: on to the queue
+                        await self.store.relay()
                     ready = await self.transport.claimable(
                         options.min_priority, lanes=self.served.lanes.current
                     )
