@@ -92,9 +92,14 @@ def adopt(
             "expiry": lease.expires_at,
             "attempts": lease.attempts,
         }
-        statements += (SQL("supersede", params), SQL("mirror", params))
-    statements += claim_context(leases[0].token, now, cached)
-    statements.append(SQL("drop_finished", {"token": leases[0].token}))
+        statements += (SQL("supersede", {"group_id": lease.group_id}), SQL("mirror", params))
+    token = leases[0].token
+    statements += (
+        SQL("void_refolded", {"token": token, "now": now}),
+        SQL("consume_kept", {"token": token, "now": now}),
+        *claim_context(token, now, cached),
+        SQL("drop_finished", {"token": token}),
+    )
     response = yield Request(tuple(statements), transaction=True)
     response.raise_for_errors()
     return claimed(list(leases), response)
@@ -154,7 +159,7 @@ def publish(
                 "event": row["event"],
                 "priority": row["priority"],
                 "now": now,
-                "key": f"store:{row['group_id']}:{row['seq']}:{row['published_at']!r}",
+                "key": row["key"],
                 "lane": row["lane"],
             },
         )
@@ -165,10 +170,11 @@ def publish(
     response.raise_for_errors()
 
 
-def forget(clock: Clock, rows: Sequence[dict[str, Any]]) -> Flow[None]:
-    """On the store: delete the rows the transport now holds."""
+def forget(rows: Sequence[dict[str, Any]]) -> Flow[None]:
+    """On the store: delete the rows the transport now holds (a pending execution's park
+    is kept, marked relayed, until a claim takes the execution)."""
     if rows:
-        now = yield from clock.now()
-        seqs = json.dumps([row["seq"] for row in rows])
-        response = yield Request((SQL("forget", {"seqs": seqs, "now": now}),))
+        relayed = json.dumps([{"seq": row["seq"], "key": row["key"]} for row in rows])
+        params = {"rows": relayed}
+        response = yield Request((SQL("keep", params), SQL("forget", params)))
         response.raise_for_errors()

@@ -125,7 +125,7 @@ class SqlStore(_Store[Database], SyncComponent):
         while self.queue is not None:
             rows = self.database.run(split.due(self.clock))
             self.queue.run(split.publish(self.queue.flows, rows, ()))
-            self.database.run(split.forget(self.clock, rows))
+            self.database.run(split.forget(rows))
             if len(rows) < split.RELAY_BATCH:
                 return
 
@@ -370,7 +370,7 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         while self.queue is not None:
             rows = await self.database.run(split.due(self.clock))
             await self.queue.run(split.publish(self.queue.flows, rows, acks))
-            await self.database.run(split.forget(self.clock, rows))
+            await self.database.run(split.forget(rows))
             acks = ()
             if len(rows) < split.RELAY_BATCH:
                 return

@@ -23,7 +23,7 @@ from raftflow.stores.store import SqlStore
 from raftflow.transports.db.flow import Flow
 
 from raftflow.errors import ExecutionFinishedError, StoreError
-from tests.sim import workload
+from tests.sim import split, workload
 from tests.sim.workload_more import DEBOUNCE, FORK, WORKFLOWS
 
 if TYPE_CHECKING:
@@ -55,9 +55,11 @@ class Client:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         #: One per cluster (a sharded seed has several): each request goes to its execution's.
-        self.backends = [
-            SqlStore(sim.database("client", index)).to_async() for index in range(len(sim.clusters))
-        ]
+        self.backends = (
+            split.client_backends(sim)
+            if sim.split
+            else [SqlStore(sim.database("client", i)).to_async() for i in range(len(sim.clusters))]
+        )
         self.operators: list[asyncio.Task[None]] = []
 
     async def run(self) -> None:

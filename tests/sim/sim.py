@@ -31,7 +31,7 @@ from raftflow.transports.queue import QUERIES
 from raftflow.transports.rqlite.protocol import RqliteConfig
 from raftflow.transports.transport import SqlTransport
 
-from tests.sim import shards, workload
+from tests.sim import shards, split, workload
 from tests.sim.client import Client, adoptions
 from tests.sim.cluster import (
     NODES,
@@ -131,6 +131,9 @@ class Simulation:
         self.cluster.audit.tables = ((workload.ledger.name, "execution_id"),)
         # A sharded seed (tests/sim/shards.py): its other clusters, faults of their own.
         self.sharding = shards.draw(seed, self.plan)
+        # A split seed (tests/sim/split.py): the state on a second cluster, the queue here.
+        drawn = split.draw(seed, self.plan) if self.sharding is None else None
+        self.split = drawn is not None
         self.clusters = [self.cluster]
         self.shard_clocks: dict[tuple[str, int], Any] = {}  # each process's, per cluster
         if self.sharding is not None:
@@ -140,6 +143,10 @@ class Simulation:
             for cluster in self.clusters[1:]:
                 cluster.on_claim = self.cluster.on_claim
                 cluster.audit.tables = self.cluster.audit.tables
+        if drawn is not None:
+            self.plan, faults = drawn
+            self.note(split.describe(faults))
+            self.clusters = split.clusters_of(self, self.cluster, faults)
         self.everywhere = shards.Everywhere(self.clusters)
 
     # -- the record -------------------------------------------------------------------------
@@ -163,7 +170,8 @@ class Simulation:
         for activation in [a for run in runs for a in run.dispatch.activations]:
             if activation.execution_id != execution_id or activation.held:
                 continue  # not the one just dropped (held is cleared right before the log)
-            rows = self.everywhere.query(
+            leases = self.clusters[0] if self.split else self.everywhere  # not the mirrors
+            rows = leases.query(
                 "SELECT seq FROM messages WHERE group_id = ? AND locked_by = ?",
                 (execution_id, activation.lease.token),
             )
@@ -231,7 +239,10 @@ class Simulation:
         return self.plan.clock_skews[index] + jumps
 
     def route(self, execution_id: str) -> int:
-        """The index of the cluster that holds ``execution_id`` (0 in an unsharded seed)."""
+        """The index of the cluster that holds ``execution_id`` (0 in an unsharded seed; the
+        state's in a split one)."""
+        if self.split:
+            return split.STATE
         return 0 if self.sharding is None else self.sharding.index_of(execution_id)
 
     def clock_of(self, who: str, execution_id: str) -> Any:
@@ -270,7 +281,10 @@ class Simulation:
         systemd's Restart=on-failure or Kubernetes would)."""
         who = f"w{index}"
         while True:
-            engine = process_engine(self.database(who), self.plan.cron)
+            if self.split:
+                engine = split.engine(self, who)
+            else:
+                engine = process_engine(self.database(who), self.plan.cron)
             if self.sharding is not None:
                 engine = self.sharding.engine(self, who, engine)
             self.engines[who] = engine
@@ -373,6 +387,9 @@ class Simulation:
             self.violation(message)
         if self.sharding is not None:
             for message in shards.check(self, self.sharding):
+                self.violation(message)
+        if self.split:
+            for message in split.leftovers(self):
                 self.violation(message)
 
 

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from raftflow.engine.workflow.events import RUN
 from raftflow.stores.commit import Commit
-from raftflow.stores.records import Status
+from raftflow.stores.records import Claimed, Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.transport import SqlTransport
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert
@@ -248,3 +249,50 @@ def test_retries_continue_as_new_transactions_debounce_and_resume_on_two_files(
     with sqlite3.connect(queue) as db:
         assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'accounts'").fetchall()
     assert _count(queue, "messages") == 0 and _count(state, "messages") == 0
+
+
+def test_a_start_folds_into_a_debounced_execution_until_a_claim_takes_it(
+    files: tuple[Path, Path],
+) -> None:
+    """The debounced first event reached the queue (its time came), then a start of the same
+    id folded into it: the delivery that was early is let go, the next at the new time runs
+    the last input -- as on one database, where a start folds until the claim."""
+    queue, state = (f"sqlite:///{path}" for path in files)
+    transport, store = SqlTransport.from_url(queue), SqlStore.from_url(state)
+    store.share(transport)
+
+    def start(value: int, debounce: float) -> None:
+        store.run(store.flows.start("d1", "wf", value, 0, RUN, debounce=debounce))
+
+    async def claim() -> list[Claimed]:
+        aqueue = transport.to_async()
+        astore = store.to_async(aqueue)
+        try:
+            claimed = await astore.claim(aqueue, "w1", visibility=30)
+            for item in claimed:  # what a worker does with an event it has nothing to run for
+                if item.execution is None:
+                    await aqueue.ack_leases([item.lease])
+            return claimed
+        finally:
+            await astore.close()
+            await aqueue.close()
+
+    try:
+        start(1, debounce=0.1)
+        time.sleep(0.2)
+        store.relay()  # its time came: the event is in the queue
+        assert transport.stats().messages == 1
+        start(2, debounce=0.3)  # folds: the new input, the park pushed back
+        [early] = asyncio.run(claim())
+        assert early.execution is None  # let go: it waits for its new time
+        record = store.get("d1")
+        assert record is not None and record.status is Status.PENDING and record.input == 2
+        time.sleep(0.4)
+        store.relay()
+        [due] = asyncio.run(claim())
+        assert due.execution is not None and due.execution.input == 2
+        assert due.execution.status is Status.RUNNING
+        assert _count(files[1], "messages") == 1  # the mirror alone: the park was consumed
+    finally:
+        transport.close()
+        store.close()
