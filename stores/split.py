@@ -38,7 +38,7 @@ from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.records import Claimed
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.catalogue import load
-from raftflow.transports.db.clock import Clock
+from raftflow.transports.db.clock import Clock, earliest
 from raftflow.transports.db.flow import Flow, Request, Statement
 from raftflow.transports.payload import to_json
 from raftflow.transports.queue import QUERIES as QUEUE
@@ -48,6 +48,9 @@ SQL = load("raftflow.stores", "split.sql", "split")
 
 #: Events relayed per read of the outbox.
 RELAY_BATCH = 200
+#: Seconds after which a kept park is relayed again (its relay may have died after
+#: marking it and before publishing it).
+RELAY_AGAIN = 60.0
 
 T = TypeVar("T")
 
@@ -95,8 +98,8 @@ def adopt(
         statements += (SQL("supersede", {"group_id": lease.group_id}), SQL("mirror", params))
     token = leases[0].token
     statements += (
-        SQL("void_refolded", {"token": token, "now": now}),
-        SQL("consume_kept", {"token": token, "now": now}),
+        SQL("void_refolded", {"token": token}),
+        SQL("consume_kept", {"token": token}),
         *claim_context(token, now, cached),
         SQL("drop_finished", {"token": token}),
     )
@@ -136,10 +139,21 @@ def ended(commits: Sequence[Commit], outcomes: Sequence[CommitOutcome]) -> list[
 
 
 def due(clock: Clock, limit: int = RELAY_BATCH) -> Flow[list[dict[str, Any]]]:
-    """The store's events the transport should hold now, oldest first (a read)."""
-    now = yield from clock.now()
-    response = yield Request((SQL("due", {"now": now, "limit": limit}),))
+    """The store's events the transport should hold now, oldest first (a read); a park
+    once its time has surely come, as a claim takes over a lease (never early)."""
+    now = yield from earliest(clock)
+    params = {"now": now, "again": int(now - RELAY_AGAIN), "limit": limit}
+    response = yield Request((SQL("due", params),))
     return response.raise_for_errors()[0].dicts()
+
+
+def keep(clock: Clock, rows: Sequence[dict[str, Any]]) -> Flow[None]:
+    """On the store, before the publish: mark the pending executions' parks ``rows`` holds
+    with their keys (kept until a claim takes the execution)."""
+    if any(row["parked"] for row in rows):
+        now = yield from clock.now()
+        response = yield Request((SQL("keep", {"rows": _relayed(rows), "now": int(now)}),))
+        response.raise_for_errors()
 
 
 def publish(
@@ -171,10 +185,12 @@ def publish(
 
 
 def forget(rows: Sequence[dict[str, Any]]) -> Flow[None]:
-    """On the store: delete the rows the transport now holds (a pending execution's park
-    is kept, marked relayed, until a claim takes the execution)."""
+    """On the store, after the publish: delete the rows the transport now holds (not the
+    kept parks)."""
     if rows:
-        relayed = json.dumps([{"seq": row["seq"], "key": row["key"]} for row in rows])
-        params = {"rows": relayed}
-        response = yield Request((SQL("keep", params), SQL("forget", params)))
+        response = yield Request((SQL("forget", {"rows": _relayed(rows)}),))
         response.raise_for_errors()
+
+
+def _relayed(rows: Sequence[dict[str, Any]]) -> str:
+    return json.dumps([{"seq": row["seq"], "key": row["key"]} for row in rows])

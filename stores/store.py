@@ -122,12 +122,11 @@ class SqlStore(_Store[Database], SyncComponent):
 
     def relay(self) -> None:
         """Publish to the transport what this store holds for it (split pairs only)."""
-        while self.queue is not None:
+        if self.queue is not None:  # a batch; the next write's relay takes the rest
             rows = self.database.run(split.due(self.clock))
+            self.database.run(split.keep(self.clock, rows))
             self.queue.run(split.publish(self.queue.flows, rows, ()))
             self.database.run(split.forget(rows))
-            if len(rows) < split.RELAY_BATCH:
-                return
 
     def start(
         self,
@@ -367,10 +366,8 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
 
     async def _relay(self, acks: Sequence[tuple[int, str]]) -> None:
         """:meth:`relay`, with ``acks``: the transport's leases of the turns just ended."""
-        while self.queue is not None:
+        if self.queue is not None:  # a batch; the next relay takes the rest
             rows = await self.database.run(split.due(self.clock))
+            await self.database.run(split.keep(self.clock, rows))
             await self.queue.run(split.publish(self.queue.flows, rows, acks))
             await self.database.run(split.forget(rows))
-            acks = ()
-            if len(rows) < split.RELAY_BATCH:
-                return

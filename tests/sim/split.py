@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftflow.engine import Engine
 from raftflow.stores.store import AsyncSqlStore, SqlStore
@@ -112,3 +112,24 @@ def leftovers(sim: Simulation) -> list[str]:
         if count:
             problems.append(f"split: {count} rows of {table} on the queue's cluster")
     return problems
+
+
+def left_unsettled(sim: Simulation, sql: str) -> list[dict[str, Any]]:
+    """The messages ``sql`` finds left at the end (group_id, locked_by), but for the events
+    of finished executions that a split pair may leave: in the queue (a cancel of a
+    pending execution, or a turn's end whose ack was lost, leaves its event there) or parked
+    in the state's cluster (a wake-up of the duplicate a lost ack made, due later). A claim
+    finds the execution finished and acks it."""
+    queue, state = sim.clusters
+    finished = {
+        row["id"]
+        for row in state.query(
+            "SELECT id FROM executions WHERE status IN ('succeeded', 'failed', 'cancelled')"
+        )
+    }
+    left = [r for r in queue.query(sql, (sim.end_time,)) if r["group_id"] not in finished]
+    return left + [
+        r
+        for r in state.query(sql, (sim.end_time,))
+        if r["group_id"] not in finished or r["locked_by"] != "__parked__"
+    ]
