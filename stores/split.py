@@ -86,7 +86,7 @@ def adopt(
     statements: list[Statement] = []
     for lease in leases:
         params = {
-            "seq": mirror_seq(lease.seq),
+            "queued": lease.seq,
             "group_id": lease.group_id,
             "event": to_json(lease.event, what="event"),
             "priority": 0,
@@ -95,7 +95,8 @@ def adopt(
             "expiry": lease.expires_at,
             "attempts": lease.attempts,
         }
-        statements += (SQL("supersede", {"group_id": lease.group_id}), SQL("mirror", params))
+        order = {k: params[k] for k in ("group_id", "queued", "attempts")}
+        statements += (SQL("supersede", order), SQL("mirror", params))
     token = leases[0].token
     statements += (
         SQL("void_refolded", {"token": token}),

@@ -6,18 +6,24 @@
 -- Times are parameters (transports/queue.sql).
 
 -- name: supersede
--- A new lease of the group's event revokes every older mirror of the group: a worker that
--- held it before (its lease lapsed) is fenced from here on, as a stolen lease fences it.
-DELETE FROM messages WHERE group_id = :group_id AND seq < 0;
+-- A later lease of the group's events revokes the older mirrors of the group: a worker
+-- that held one before (its lease lapsed) is fenced from here on, as a stolen lease fences
+-- it. Later by the transport's order of delivery: a later message (seq), or the same one
+-- claimed again (attempts). A claim's request that arrives late, after a later claim's,
+-- so revokes nothing.
+DELETE FROM messages
+WHERE group_id = :group_id AND seq < 0
+  AND (-seq < :queued OR (-seq = :queued AND attempts < :attempts));
 
 -- name: mirror
--- The transport's lease, as the store's commits check it (by seq and token). None for a
--- finished execution: no commit would settle it (a claim's request that arrives late,
--- after the worker's turn ended it, leaves nothing behind).
+-- The transport's lease, as the store's commits check it (by seq and token), unless a
+-- mirror as late or later is there (a late request's) or the execution is finished (no
+-- commit would settle it).
 INSERT INTO messages (seq, group_id, event, priority, published_at, locked_by, lock_expiry,
                       attempts)
-SELECT :seq, :group_id, :event, :priority, :now, :token, :expiry, :attempts
-WHERE NOT EXISTS (SELECT 1 FROM executions WHERE id = :group_id
+SELECT -:queued, :group_id, :event, :priority, :now, :token, :expiry, :attempts
+WHERE NOT EXISTS (SELECT 1 FROM messages WHERE group_id = :group_id AND seq < 0)
+  AND NOT EXISTS (SELECT 1 FROM executions WHERE id = :group_id
                   AND status IN ('succeeded', 'failed', 'cancelled', 'continued'));
 
 -- name: fragment.relay_key

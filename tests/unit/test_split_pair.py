@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from raftflow.engine.workflow.events import RUN
+from raftflow.stores import split
 from raftflow.stores.commit import Commit
 from raftflow.stores.records import Claimed, Status
 from raftflow.stores.store import SqlStore
@@ -109,7 +110,8 @@ def test_a_stale_worker_is_fenced_by_the_lease_that_replaced_its_own(
     files: tuple[Path, Path],
 ) -> None:
     """Two claims of one event, the first lease lapsed: the first worker's commit is
-    refused, the second's applies (the mirror of the second lease superseded the first)."""
+    refused, the second's applies (the mirror of the second lease superseded the first,
+    and the first claim's request arriving again late does not supersede it back)."""
     queue, state = (f"sqlite:///{path}" for path in files)
     transport, store = SqlTransport.from_url(queue), SqlStore.from_url(state)
     store.share(transport)
@@ -139,6 +141,10 @@ def test_a_stale_worker_is_fenced_by_the_lease_that_replaced_its_own(
             await asyncio.sleep(0.4)  # the first lease lapses
             [second] = await astore.claim(aqueue, "w2", visibility=30)
             assert second.lease.seq == first.lease.seq  # the same event, again
+            # The first claim's request to the store, arriving again late (a retry the
+            # network delayed): it must not take the execution back.
+            late = split.adopt(astore.clock, [first.lease], None)
+            assert [c.execution for c in await astore.database.run(late)] == [None]
             [stale] = await astore.commit(
                 [step_commit(first.lease.seq, first.lease.token, "w1")], 30
             )
