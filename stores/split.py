@@ -148,13 +148,19 @@ def due(clock: Clock, limit: int = RELAY_BATCH) -> Flow[list[dict[str, Any]]]:
     return response.raise_for_errors()[0].dicts()
 
 
-def keep(clock: Clock, rows: Sequence[dict[str, Any]]) -> Flow[None]:
-    """On the store, before the publish: mark the pending executions' parks ``rows`` holds
-    with their keys (kept until a claim takes the execution)."""
-    if any(row["parked"] for row in rows):
-        now = yield from clock.now()
-        response = yield Request((SQL("keep", {"rows": _relayed(rows), "now": int(now)}),))
-        response.raise_for_errors()
+def keep(clock: Clock, rows: Sequence[dict[str, Any]]) -> Flow[list[dict[str, Any]]]:
+    """On the store, before the publish: mark the pending executions' parks among ``rows``
+    with their keys (kept until a claim takes the execution), and return the rows to
+    publish: those still as they were read (a stale read may have seen a park since pushed
+    back by a fold). Without a park, all of them: a free event never changes, and one
+    already relayed is taken once by the transport, by its key."""
+    if not any(row["parked"] for row in rows):
+        return list(rows)
+    now = yield from clock.now()
+    params = {"rows": _relayed(rows), "now": int(now)}
+    response = yield Request((SQL("keep", params), SQL("current", params)))
+    current = {row["seq"] for row in response.raise_for_errors()[1].dicts()}
+    return [row for row in rows if row["seq"] in current]
 
 
 def publish(

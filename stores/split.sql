@@ -50,7 +50,7 @@ ORDER BY m.seq LIMIT :limit;
 
 -- name: fragment.relayed
 -- The rows of a relay (:rows, a JSON array of {seq, key}) still as they were read.
-SELECT json_extract(r.value, '$.seq') FROM json_each(:rows) AS r
+SELECT json_extract(r.value, '$.seq') AS seq FROM json_each(:rows) AS r
 WHERE json_extract(r.value, '$.key') = (
   SELECT {{fragment.relay_key}} FROM messages AS m WHERE m.seq = json_extract(r.value, '$.seq'))
 
@@ -66,6 +66,11 @@ UPDATE messages SET attempts = :now, dedup_key = (
 WHERE seq IN ({{fragment.relayed}})
   AND locked_by = '__parked__'
   AND group_id IN (SELECT id FROM executions WHERE status = 'pending');
+
+-- name: current
+-- In the request of `keep`, after it: the rows of the relay still as they were read (a
+-- stale read may have seen a park since pushed back: that one is not published).
+{{fragment.relayed}};
 
 -- name: forget
 -- After the publish: the other events the transport now holds (a park pushed back

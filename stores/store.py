@@ -124,7 +124,7 @@ class SqlStore(_Store[Database], SyncComponent):
         """Publish to the transport what this store holds for it (split pairs only)."""
         if self.queue is not None:  # a batch; the next write's relay takes the rest
             rows = self.database.run(split.due(self.clock))
-            self.database.run(split.keep(self.clock, rows))
+            rows = self.database.run(split.keep(self.clock, rows))
             self.queue.run(split.publish(self.queue.flows, rows, ()))
             self.database.run(split.forget(rows))
 
@@ -368,6 +368,6 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
         """:meth:`relay`, with ``acks``: the transport's leases of the turns just ended."""
         if self.queue is not None:  # a batch; the next relay takes the rest
             rows = await self.database.run(split.due(self.clock))
-            await self.database.run(split.keep(self.clock, rows))
+            rows = await self.database.run(split.keep(self.clock, rows))
             await self.queue.run(split.publish(self.queue.flows, rows, acks))
             await self.database.run(split.forget(rows))

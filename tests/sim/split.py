@@ -117,9 +117,11 @@ def leftovers(sim: Simulation) -> list[str]:
 def left_unsettled(sim: Simulation, sql: str) -> list[dict[str, Any]]:
     """The messages ``sql`` finds left at the end (group_id, locked_by), but for the events
     of finished executions that a split pair may leave: in the queue (a cancel of a
-    pending execution, or a turn's end whose ack was lost, leaves its event there) or parked
-    in the state's cluster (a wake-up of the duplicate a lost ack made, due later). A claim
-    finds the execution finished and acks it."""
+    pending execution, or a turn's end whose ack was lost, leaves its event there; a claim
+    finds the execution finished and acks it), in the state's cluster a park (a wake-up of
+    the duplicate a lost ack made, due later: relayed, then acked so) or a mirror (of a
+    claim whose answer was lost after it applied: its worker gave the lease back, and no
+    commit settles it; retention deletes it with the execution)."""
     queue, state = sim.clusters
     finished = {
         row["id"]
@@ -128,8 +130,4 @@ def left_unsettled(sim: Simulation, sql: str) -> list[dict[str, Any]]:
         )
     }
     left = [r for r in queue.query(sql, (sim.end_time,)) if r["group_id"] not in finished]
-    return left + [
-        r
-        for r in state.query(sql, (sim.end_time,))
-        if r["group_id"] not in finished or r["locked_by"] != "__parked__"
-    ]
+    return left + [r for r in state.query(sql, (sim.end_time,)) if r["group_id"] not in finished]
