@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftflow.stores.rows import read
+from raftflow.transports.contract import Lease
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
 from raftflow.transports.db.flow import Flow, Request
@@ -37,12 +38,22 @@ class Notice:
     payload: dict[str, Any] | None
 
 
-def note_child(clock: Clock, parent_id: str, child_id: str, workflow: str) -> Flow[None]:
-    """On the parent's cluster: it has a child elsewhere (before the child's start)."""
+def note_child(
+    clock: Clock, parent_id: str, child_id: str, workflow: str, lease: Lease
+) -> Flow[bool]:
+    """On the parent's cluster: it has a child elsewhere (before the child's start), if the
+    parent's ``lease`` still holds; whether the note is there."""
     now = yield from clock.now()
-    params = {"parent_id": parent_id, "id": child_id, "workflow": workflow, "now": now}
-    response = yield Request((SQL("note_child", params),))
-    response.raise_for_errors()
+    params = {
+        "parent_id": parent_id,
+        "id": child_id,
+        "workflow": workflow,
+        "now": now,
+        "lease_seq": lease.seq,
+        "lease_token": lease.token,
+    }
+    response = yield Request((SQL("note_child", params), SQL("noted", params)))
+    return bool(response.raise_for_errors()[1].dicts()[0]["noted"])
 
 
 def pending(limit: int = RELAY_BATCH) -> Flow[list[Notice]]:

@@ -5,9 +5,18 @@
 -- name: note_child
 -- On the parent's cluster, before its child is started on another: the parent now waits
 -- for news of it (a note written once; the start that follows is idempotent by the id).
+-- Fenced by the parent's lease: a worker whose lease lapsed notes nothing, and so starts
+-- nothing there -- the parent may be cancelled by now, and no cancel would reach a child
+-- started after it.
 INSERT INTO remote_children (parent_id, id, workflow, status, updated_at)
-VALUES (:parent_id, :id, :workflow, 'pending', :now)
+SELECT :parent_id, :id, :workflow, 'pending', :now
+WHERE EXISTS (SELECT 1 FROM messages WHERE seq = :lease_seq AND locked_by = :lease_token)
 ON CONFLICT (parent_id, id) DO NOTHING;
+
+-- name: noted
+-- After `note_child`, in its request: whether the note is there (now, or from an earlier
+-- attempt of the same call).
+SELECT COUNT(*) AS noted FROM remote_children WHERE parent_id = :parent_id AND id = :id;
 
 -- name: pending
 -- What this cluster has to tell others, oldest first.

@@ -30,7 +30,7 @@ import math
 from typing import Any
 
 from raftflow.engine.shards.partitions import key_route
-from raftflow.engine.workflow.activation import Activation
+from raftflow.engine.workflow.activation import Activation, Unwind
 from raftflow.engine.workflow.events import RUN
 from raftflow.engine.workflow.outcomes import message_of
 from raftflow.engine.workflow.registry import Registry, WorkflowDef
@@ -136,9 +136,12 @@ def start_child(
             outcome = yield Io(flow)
         else:  # sharded, on another cluster: noted here first, so its news finds the parent
             note = outbox.note_child(
-                run.host.flows.clock, run.execution_id, child_id, definition.name
+                run.host.flows.clock, run.execution_id, child_id, definition.name, run.lease
             )
             outcome = yield Io(note)
+            if outcome.error is None and not outcome.value:  # another worker holds it now
+                run.held = False
+                raise Unwind()
             if outcome.error is None:
                 outcome = yield Io(flow, route=child_id)
         if isinstance(outcome.value, StartOutcome):
