@@ -63,8 +63,9 @@ def leases(statement: Statement) -> list[Lease]:
                     Lease(name, commit["lease_seq"], commit["lease_token"], commit["execution_id"])
                 )
         return found
-    if "lease_seq" in params and "lease_token" in params:
-        return [Lease(name, params["lease_seq"], params["lease_token"], params["execution_id"])]
+    if "lease_seq" in params and "lease_token" in params:  # a commit, or a child's note
+        group = params.get("execution_id", params.get("parent_id"))
+        return [Lease(name, params["lease_seq"], params["lease_token"], group)]
     if "seq" in params and "token" in params:
         return [Lease(name, params["seq"], params["token"], None)]
     if "group_id" in params and "token" in params:
