@@ -12,10 +12,11 @@ deleting the row does no harm when the row is relayed again -- and deletes it he
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from raftflow.stores.rows import read
+from raftflow.stores.rows import cancelled_error, read
 from raftflow.transports.contract import Lease
 from raftflow.transports.db.catalogue import load
 from raftflow.transports.db.clock import Clock
@@ -96,4 +97,27 @@ def child_finished(clock: Clock, notice: Notice) -> Flow[None]:
 def delivered(notice: Notice) -> Flow[None]:
     """On the cluster of the outbox: the row was applied where it goes."""
     response = yield Request((SQL("delivered", {"seq": notice.seq}),))
+    response.raise_for_errors()
+
+
+def child_workflow(parent_id: str, child_id: str) -> Flow[str | None]:
+    """On the parent's cluster: the workflow of a child it noted elsewhere (None: none)."""
+    rows = yield from read(SQL("child_workflow", {"parent_id": parent_id, "id": child_id}))
+    return None if not rows else str(rows[0]["workflow"])
+
+
+def cancelled_before_start(clock: Clock, notice: Notice, workflow: str, reason: str) -> Flow[None]:
+    """On a child's cluster: write the child of ``notice`` (a cancel) cancelled, before its
+    start arrives (nothing if an execution of its id is there)."""
+    now = yield from clock.now()
+    params = {
+        "id": notice.target,
+        "workflow": workflow,
+        "error": cancelled_error(reason),
+        "now": now,
+        "commit_id": uuid.uuid4().hex,
+        "parent_id": notice.source,
+        "reason": reason,
+    }
+    response = yield Request((SQL("cancelled_before_start", params),))
     response.raise_for_errors()

@@ -42,3 +42,18 @@ WHERE group_id = :id AND locked_by = '__parked__' AND lock_expiry > :now;
 
 -- name: delivered
 DELETE FROM outbox WHERE seq = :seq;
+
+-- name: child_workflow
+-- On the parent's cluster: the workflow of a child it noted elsewhere.
+SELECT workflow FROM remote_children WHERE parent_id = :parent_id AND id = :id;
+
+-- name: cancelled_before_start
+-- On a child's cluster: the cancel of a child its parent noted but whose start has not
+-- arrived (the parent's worker may still send it, from before the cancel): the child is
+-- written cancelled, so that start finds it finished and nothing runs. An execution of the
+-- id already there is left as it is (the cancel that follows this applies to it).
+INSERT INTO executions (id, workflow, status, input, error, created_at, updated_at,
+                        completed_at, commit_id, parent_id, cancel_reason)
+VALUES (:id, :workflow, 'cancelled', 'null', :error, :now, :now, :now, :commit_id,
+        :parent_id, :reason)
+ON CONFLICT (id) DO NOTHING;

@@ -92,8 +92,16 @@ class Relay:
         if notice.kind == "child_finished":
             await target.run(outbox.child_finished(target.clock, notice))
         elif notice.kind == "cancel":
-            with contextlib.suppress(ExecutionNotFoundError):  # never started there: nothing to do
-                await target.run(target.flows.cancel(notice.target, "its parent was cancelled"))
+            reason = "its parent was cancelled"
+            try:
+                await target.run(target.flows.cancel(notice.target, reason))
+            except ExecutionNotFoundError:  # noted, not started there: its start may come
+                workflow = await self.store.run(outbox.child_workflow(notice.source, notice.target))
+                if workflow is not None:
+                    flow = outbox.cancelled_before_start(target.clock, notice, workflow, reason)
+                    await target.run(flow)
+                    # A start that arrived meanwhile is there instead: cancel it too.
+                    await target.run(target.flows.cancel(notice.target, reason))
         else:
             log.error("outbox row %d of unknown kind %r dropped", notice.seq, notice.kind)
 
