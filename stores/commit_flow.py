@@ -41,6 +41,14 @@ class CommitFlows:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
+        #: Whether a commit may keep the next event leased to its worker (its turn goes
+        #: on). Not on a split pair (stores/split.py): the next event must reach the
+        #: transport first, so a lean commit sent again in full ends the turn.
+        self.holds = True
+
+    def _in_full(self, commit: Commit) -> Commit:
+        """``commit`` sent as a full one (the view and its trigger)."""
+        return replace(commit, full=True, next_token=commit.next_token if self.holds else None)
 
     def commit(self, commits: Sequence[Commit], visibility: float) -> Flow[list[CommitOutcome]]:
         """Many executions' commits in one request (one round trip, one Raft entry), each
@@ -130,7 +138,7 @@ class CommitFlows:
             else:
                 outcomes.update(zip((c.commit_id for c in full), full_outcomes(part, len(full))))
         for commit in resend:  # one by one: a statement error fails only its own commit
-            single = yield commit_request([commit], now, expiry)
+            single = yield commit_request([self._in_full(commit)], now, expiry)
             outcomes[commit.commit_id] = full_outcomes(single, 1)[0]
         return [outcomes[c.commit_id] for c in commits]
 
@@ -194,7 +202,7 @@ class CommitFlows:
                     )
                 )
             elif row.get("held") and not (commit.full and len(commits) == 1):
-                again.append(replace(commit, full=True))
+                again.append(self._in_full(commit))
             else:
                 error = response.results[failed].error or "lease lost"
                 outcomes[commit.commit_id] = CommitOutcome(

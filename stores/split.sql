@@ -35,7 +35,8 @@ WHERE NOT EXISTS (SELECT 1 FROM messages WHERE group_id = :group_id AND seq < 0)
 -- name: due
 -- What the store published for the transport: free events, and parked ones whose time has
 -- surely come (a park stays here until then, so a signal or a cancel can still wake it
--- early). A kept park (below) is not relayed again as it is, unless it was marked long
+-- early); and an event a commit kept leased to its worker here (continue-as-new's staged
+-- call) once that lease lapsed: its worker died before the next statement took it. A kept park (below) is not relayed again as it is, unless it was marked long
 -- ago (:again: a relay that died between its mark and its publish; the transport takes
 -- it once anyway, by its key). The lane is the execution's when the event's own is unset
 -- (a commit's next event).
@@ -44,7 +45,7 @@ SELECT m.seq, m.group_id, m.event, m.priority, {{fragment.relay_key}} AS key,
        COALESCE(m.lane, (SELECT e.lane FROM executions AS e WHERE e.id = m.group_id)) AS lane
 FROM messages AS m
 WHERE m.seq > 0
-  AND (m.locked_by IS NULL OR (m.locked_by = '__parked__' AND m.lock_expiry <= :now))
+  AND (m.locked_by IS NULL OR m.lock_expiry <= :now)
   AND (m.dedup_key IS NULL OR m.dedup_key <> {{fragment.relay_key}} OR m.attempts < :again)
 ORDER BY m.seq LIMIT :limit;
 
@@ -76,8 +77,7 @@ WHERE seq IN ({{fragment.relayed}})
 -- After the publish: the other events the transport now holds (a park pushed back
 -- meanwhile stays).
 DELETE FROM messages
-WHERE seq IN ({{fragment.relayed}})
-  AND (locked_by IS NULL OR (locked_by = '__parked__' AND dedup_key IS NULL));
+WHERE seq IN ({{fragment.relayed}}) AND (locked_by <> '__parked__' OR dedup_key IS NULL);
 
 -- name: void_refolded
 -- In a claim, before its reads: a pending execution whose kept first event was pushed back

@@ -96,7 +96,7 @@ class SqlStore(_Store[Database], SyncComponent):
             return
         if transport.database.identity != self.database.identity:
             self.queue = transport
-            self.flows.split = True
+            self.flows.split, self.commits.holds = True, False
             return
         own, self.database = self.database, transport.database
         self.flows.clock = self.commits.clock = transport.database.clock

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from raftflow.engine.workflow.events import RUN
 from raftflow.stores import split
-from raftflow.stores.commit import Commit
+from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.records import Claimed, Status
 from raftflow.stores.store import SqlStore
 from raftflow.transports.transport import SqlTransport
@@ -299,6 +299,58 @@ def test_a_start_folds_into_a_debounced_execution_until_a_claim_takes_it(
         assert due.execution is not None and due.execution.input == 2
         assert due.execution.status is Status.RUNNING
         assert _count(files[1], "messages") == 1  # the mirror alone: the park was consumed
+    finally:
+        transport.close()
+        store.close()
+
+
+def test_a_step_sent_again_in_full_ends_the_turn_and_leaves_no_event_leased_in_the_store(
+    files: tuple[Path, Path],
+) -> None:
+    """A lean step commit refused because a cancel waits is sent again in full (the engine
+    then ends the turn). On one database that commit keeps the next event leased to the
+    worker; on a split pair it may not -- nothing would relay or extend it there -- so it
+    publishes the next event free, to the queue, and the queue's lease is acked."""
+    queue, state = (f"sqlite:///{path}" for path in files)
+    transport, store = SqlTransport.from_url(queue), SqlStore.from_url(state)
+    store.share(transport)
+    store.start("e1", "wf", None, event={"kind": "run"})
+
+    async def step_while_a_cancel_waits() -> CommitOutcome:
+        aqueue = transport.to_async()
+        astore = store.to_async(aqueue)
+        try:
+            [claimed] = await astore.claim(aqueue, "w1", visibility=30)
+            await astore.run(astore.flows.cancel("e1"))
+            lease = claimed.lease
+            commit = Commit(
+                execution_id="e1",
+                lease_seq=lease.seq,
+                lease_token=lease.token,
+                worker_id="w1",
+                step_idx=0,
+                step_name="s",
+                step_status="succeeded",
+                step_output="1",
+                step_started_at=time.time(),
+                status=Status.RUNNING,
+                next_event='{"kind": "run"}',
+                next_token=lease.token,
+            )
+            assert commit.lean
+            [outcome] = await astore.commit([commit], 30)
+            return outcome
+        finally:
+            await astore.close()
+            await aqueue.close()
+
+    try:
+        outcome = asyncio.run(step_while_a_cancel_waits())
+        assert outcome.applied and outcome.next_seq is None  # the turn ends
+        with sqlite3.connect(files[1]) as db:
+            assert db.execute("SELECT seq, locked_by FROM messages").fetchall() == []
+        with sqlite3.connect(files[0]) as db:  # the next event, free; the old one acked
+            assert db.execute("SELECT locked_by FROM messages").fetchall() == [(None,)]
     finally:
         transport.close()
         store.close()
