@@ -10,6 +10,7 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -307,21 +308,21 @@ def test_a_start_folds_into_a_debounced_execution_until_a_claim_takes_it(
 def test_a_step_sent_again_in_full_ends_the_turn_and_leaves_no_event_leased_in_the_store(
     files: tuple[Path, Path],
 ) -> None:
-    """A lean step commit refused because a cancel waits is sent again in full (the engine
-    then ends the turn). On one database that commit keeps the next event leased to the
-    worker; on a split pair it may not -- nothing would relay or extend it there -- so it
-    publishes the next event free, to the queue, and the queue's lease is acked."""
+    """A lean step commit that wrote no row while its lease holds (here: a record at its
+    index already there, as an earlier attempt under another commit id leaves it) is sent
+    again in full. On one database that commit keeps the next event leased to the worker;
+    on a split pair it may not -- nothing would relay or extend it there -- so it ends the
+    turn: the next event is published free, to the queue, and the queue's lease acked."""
     queue, state = (f"sqlite:///{path}" for path in files)
     transport, store = SqlTransport.from_url(queue), SqlStore.from_url(state)
     store.share(transport)
     store.start("e1", "wf", None, event={"kind": "run"})
 
-    async def step_while_a_cancel_waits() -> CommitOutcome:
+    async def the_same_step_twice() -> list[CommitOutcome]:
         aqueue = transport.to_async()
         astore = store.to_async(aqueue)
         try:
             [claimed] = await astore.claim(aqueue, "w1", visibility=30)
-            await astore.run(astore.flows.cancel("e1"))
             lease = claimed.lease
             commit = Commit(
                 execution_id="e1",
@@ -338,15 +339,16 @@ def test_a_step_sent_again_in_full_ends_the_turn_and_leaves_no_event_leased_in_t
                 next_token=lease.token,
             )
             assert commit.lean
-            [outcome] = await astore.commit([commit], 30)
-            return outcome
+            again = replace(commit, commit_id="again")
+            return [*await astore.commit([commit], 30), *await astore.commit([again], 30)]
         finally:
             await astore.close()
             await aqueue.close()
 
     try:
-        outcome = asyncio.run(step_while_a_cancel_waits())
-        assert outcome.applied and outcome.next_seq is None  # the turn ends
+        first, again = asyncio.run(the_same_step_twice())
+        assert first.applied and first.next_seq is not None  # within the turn
+        assert again.applied and again.next_seq is None  # in full: the turn ends
         with sqlite3.connect(files[1]) as db:
             assert db.execute("SELECT seq, locked_by FROM messages").fetchall() == []
         with sqlite3.connect(files[0]) as db:  # the next event, free; the old one acked
