@@ -3,24 +3,31 @@
 When the queue and the state share one database, a commit acks the current event and
 publishes the next in its own transaction. On two databases (two rqlite clusters, two
 SQLite files) no request spans both, so the store keeps what the commit needs beside the
-state, in its own ``messages`` table (the schema is the same on both):
+state, in its own ``messages`` table (the schema is the same on both; the statements are
+``split.sql``'s):
 
 - **a mirror of each lease** a worker holds (seq: minus the transport's seq, the same
   token), written with the claim's reads in one transaction of the store. The fenced
-  commit checks it as it checks a lease; a later lease of the same group's event supersedes
-  it, so a worker whose transport lease lapsed is fenced out of the store from then on.
+  commit checks it as it checks a lease. A later lease of the group's events (a later
+  message, or the same one claimed again) supersedes it, so a worker whose transport lease
+  lapsed is fenced out of the store from then on; a claim's request that arrives late
+  supersedes nothing.
 - **an outbox**: everything the store's triggers publish -- a commit's next event, a
   start's first, a park, a wake-up, a parent's news -- lands there first, in the
-  transaction that causes it, and is relayed to the transport (:func:`relay`): published
-  with a key derived from the row (so a relay that dies before deleting the row publishes
-  nothing twice), then deleted. A park stays until its time, so a signal or a cancel
-  still wakes it early.
+  transaction that causes it, and is relayed to the transport (:func:`due`,
+  :func:`keep`, :func:`publish`, :func:`forget`): published with a key derived from the
+  row (so a relay that dies before deleting the row publishes nothing twice), then
+  deleted. A park stays until its time, so a signal or a cancel still wakes it early; a
+  pending execution's park (a debounced start) stays until a claim takes the execution,
+  so a start of the same id still folds into it until then, as on one database.
 
 After a commit that ends a worker's turn, its transport lease is acked (with the relay, in
 one request). A worker that dies between the commit and that ack leaves its event to be
 delivered again: the next worker replays it, finds the step recorded, and goes on. So an
 execution may be handed one extra event, which replays what is recorded; a step is still
-recorded once and run at least once, as on one database.
+recorded once and run at least once, as on one database. A commit never keeps the next
+event leased to its worker in the store (``CommitFlows.holds``): the turn ends there, and
+the next event goes through the queue.
 
 What needs both in one transaction is refused on a split pair at its boundary: schedules
 and concurrency limits (their fences and their admission live in the queue).
