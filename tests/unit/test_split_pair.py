@@ -19,6 +19,7 @@ from raftflow.stores import split
 from raftflow.stores.commit import Commit, CommitOutcome
 from raftflow.stores.records import Claimed, Status
 from raftflow.stores.store import SqlStore
+from raftflow.transports.contract import Lease
 from raftflow.transports.transport import SqlTransport
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert
 
@@ -118,22 +119,6 @@ def test_a_stale_worker_is_fenced_by_the_lease_that_replaced_its_own(
     store.share(transport)
     store.start("e1", "wf", None, event={"kind": "run"})
 
-    def step_commit(lease_seq: int, token: str, worker: str) -> Commit:
-        return Commit(
-            execution_id="e1",
-            lease_seq=lease_seq,
-            lease_token=token,
-            worker_id=worker,
-            step_idx=0,
-            step_name="s",
-            step_status="succeeded",
-            step_output=f'"{worker}"',
-            step_started_at=time.time(),
-            status=Status.RUNNING,
-            next_event='{"kind": "run"}',
-            next_token=token,
-        )
-
     async def race() -> tuple[bool, bool]:
         aqueue = transport.to_async()
         astore = store.to_async(aqueue)
@@ -146,12 +131,8 @@ def test_a_stale_worker_is_fenced_by_the_lease_that_replaced_its_own(
             # network delayed): it must not take the execution back.
             late = split.adopt(astore.clock, [first.lease], None)
             assert [c.execution for c in await astore.database.run(late)] == [None]
-            [stale] = await astore.commit(
-                [step_commit(first.lease.seq, first.lease.token, "w1")], 30
-            )
-            [live] = await astore.commit(
-                [step_commit(second.lease.seq, second.lease.token, "w2")], 30
-            )
+            [stale] = await astore.commit([_step(first.lease, "w1")], 30)
+            [live] = await astore.commit([_step(second.lease, "w2")], 30)
             return stale.applied, live.applied
         finally:
             await astore.close()
@@ -190,12 +171,8 @@ def test_retries_continue_as_new_transactions_debounce_and_resume_on_two_files(
     engine: Engine, files: tuple[Path, Path]
 ) -> None:
     metadata = MetaData()
-    accounts = Table(
-        "accounts",
-        metadata,
-        Column("id", String, primary_key=True),
-        Column("balance", Integer, nullable=False),
-    )
+    columns = (Column("id", String, primary_key=True), Column("balance", Integer))
+    accounts = Table("accounts", metadata, *columns)
     engine.create_tables(metadata)
     attempts: list[int] = []
     broken = [True]
@@ -323,21 +300,7 @@ def test_a_step_sent_again_in_full_ends_the_turn_and_leaves_no_event_leased_in_t
         astore = store.to_async(aqueue)
         try:
             [claimed] = await astore.claim(aqueue, "w1", visibility=30)
-            lease = claimed.lease
-            commit = Commit(
-                execution_id="e1",
-                lease_seq=lease.seq,
-                lease_token=lease.token,
-                worker_id="w1",
-                step_idx=0,
-                step_name="s",
-                step_status="succeeded",
-                step_output="1",
-                step_started_at=time.time(),
-                status=Status.RUNNING,
-                next_event='{"kind": "run"}',
-                next_token=lease.token,
-            )
+            commit = _step(claimed.lease, "w1")
             assert commit.lean
             again = replace(commit, commit_id="again")
             return [*await astore.commit([commit], 30), *await astore.commit([again], 30)]
@@ -356,3 +319,21 @@ def test_a_step_sent_again_in_full_ends_the_turn_and_leaves_no_event_leased_in_t
     finally:
         transport.close()
         store.close()
+
+
+def _step(lease: Lease, worker: str) -> Commit:
+    """The lean commit of a run's first step (its output: the worker's name)."""
+    return Commit(
+        execution_id=lease.group_id,
+        lease_seq=lease.seq,
+        lease_token=lease.token,
+        worker_id=worker,
+        step_idx=0,
+        step_name="s",
+        step_status="succeeded",
+        step_output=f'"{worker}"',
+        step_started_at=time.time(),
+        status=Status.RUNNING,
+        next_event='{"kind": "run"}',
+        next_token=lease.token,
+    )
