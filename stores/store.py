@@ -203,7 +203,7 @@ class SqlStore(_Store[Database], SyncComponent):
         split pair's twin works with ``transport`` on its own new connection."""
         if self.queue is not None:
             twin = AsyncSqlStore(self.database.to_async(), flows=self.flows, commits=self.commits)
-            twin.queue = transport or self.queue.to_async()
+            twin.queue, twin.owns_queue = transport or self.queue.to_async(), transport is None
             return twin
         database = transport.database if transport is not None else self.database.to_async()
         return AsyncSqlStore(database, flows=self.flows, commits=self.commits)
@@ -215,6 +215,13 @@ class AsyncSqlStore(_Store[AsyncDatabase], AsyncComponent):
 
     #: The transport when it is on another database, else None.
     queue: AsyncSqlTransport | None = None
+    #: Whether it opened that transport itself (closed with it).
+    owns_queue = False
+
+    async def close(self) -> None:
+        await self.database.close()
+        if self.owns_queue and self.queue is not None:
+            await self.queue.close()
 
     @classmethod
     async def from_url(
